@@ -17,7 +17,7 @@ pub mod render;
 pub mod span;
 
 pub use ast::{ObjectKind, Spanned, Statement};
-pub use complete::{complete, Catalog, Completion};
+pub use complete::{complete, Catalog, Completion, NoCatalog};
 pub use error::{Expected, NameKind, ParseError};
 pub use render::render_statement;
 pub use span::{position, Position, Span};
@@ -80,6 +80,17 @@ pub fn parse_statement(src: &str) -> Result<Statement, ParseError> {
             "expected one statement, found several",
         )),
     }
+}
+
+/// Parses one expression, the whole of `src`.
+pub fn parse_expression(src: &str) -> Result<ast::Expr, ParseError> {
+    let mut parser = parse::Parser::new(src, lexer::lex(src).tokens);
+    let expr = parser.expr()?;
+    if !parser.at_end() {
+        parser.note(Expected::Thing("an operator"));
+        return Err(parser.unexpected());
+    }
+    Ok(expr)
 }
 
 /// The canonical text of a whole script: statements separated by blank lines, each preceded by

@@ -84,32 +84,61 @@ impl Parser<'_> {
         })
     }
 
+    /// Consumes keyword `kw` without listing it as an expectation: at an expression start
+    /// errors say "expected an expression", and after an operand they name what the enclosing
+    /// clause expects rather than every operator that could continue the expression.
+    fn eat_keyword_quietly(&mut self, kw: &str) -> bool {
+        let found = self.is_keyword_at(0, kw);
+        if found {
+            self.advance();
+        }
+        found
+    }
+
+    fn eat_punct_quietly(&mut self, p: Punct) -> bool {
+        let found = self.peek().kind == TokenKind::Punct(p);
+        if found {
+            self.advance();
+        }
+        found
+    }
+
     fn prefix(&mut self) -> PResult<Expr> {
+        self.note(Expected::Thing("an expression"));
         let start = self.span();
-        if self.eat_punct(Punct::Minus) {
+        if self.eat_punct_quietly(Punct::Minus) {
             let operand = self.expr_above(level::NEG - 1)?;
             return Ok(unary(UnaryOp::Neg, operand, start));
         }
-        if self.eat_keyword("NOT") {
+        if self.eat_keyword_quietly("NOT") {
             let operand = self.expr_above(level::NOT - 1)?;
             return Ok(unary(UnaryOp::Not, operand, start));
         }
-        if self.eat_punct(Punct::LParen) {
+        if self.eat_punct_quietly(Punct::LParen) {
             let inner = self.expr()?;
             self.expect_punct(Punct::RParen)?;
             return Ok(inner);
         }
-        if self.eat_keyword("IF") {
+        if self.eat_keyword_quietly("IF") {
             return self.if_expr(start);
         }
-        if self.eat_keyword("CASE") {
+        if self.eat_keyword_quietly("CASE") {
             return self.case_expr(start);
         }
-        if self.eat_keyword("TRY_CAST") {
+        if self.eat_keyword_quietly("TRY_CAST") {
             self.expect_punct(Punct::LParen)?;
-            let expr = self.expr()?;
-            self.expect_keyword("AS")?;
-            let ty = self.type_name()?;
+            // `AS` also casts, so `x AS T` inside parses as a cast whose target is TRY_CAST's.
+            let inner = self.expr()?;
+            let ExprKind::Cast {
+                expr,
+                ty,
+                try_cast: false,
+            } = inner.kind
+            else {
+                self.note(Expected::Keyword("AS"));
+                return Err(self.unexpected());
+            };
+            let expr = *expr;
             self.expect_punct(Punct::RParen)?;
             let kind = ExprKind::Cast {
                 expr: Box::new(expr),
@@ -118,7 +147,7 @@ impl Parser<'_> {
             };
             return Ok(Expr::new(kind, start.to(self.prev_span())));
         }
-        if self.eat_keyword("JSON_VALUE") {
+        if self.eat_keyword_quietly("JSON_VALUE") {
             self.expect_punct(Punct::LParen)?;
             let doc = self.expr()?;
             self.expect_punct(Punct::Comma)?;
@@ -138,11 +167,10 @@ impl Parser<'_> {
             ("FALSE", Literal::Bool(false)),
             ("NULL", Literal::Null),
         ] {
-            if self.eat_keyword(kw) {
+            if self.eat_keyword_quietly(kw) {
                 return Ok(Expr::new(ExprKind::Literal(value), start));
             }
         }
-        self.note(Expected::Thing("an expression"));
         let token = self.peek().clone();
         match token.kind {
             TokenKind::Number => {
@@ -295,7 +323,7 @@ impl Parser<'_> {
             (Punct::Gt, BinaryOp::Gt, level::COMPARE),
             (Punct::GtEq, BinaryOp::GtEq, level::COMPARE),
         ];
-        if level::CAST > min_level && self.eat_keyword("AS") {
+        if level::CAST > min_level && self.eat_keyword_quietly("AS") {
             let ty = self.type_name()?;
             let span = left.span.to(self.prev_span());
             let kind = ExprKind::Cast {
@@ -306,12 +334,12 @@ impl Parser<'_> {
             return Ok(Step::Extended(Expr::new(kind, span)));
         }
         for (punct, op, lvl) in punct_ops {
-            if lvl > min_level && self.eat_punct(punct) {
+            if lvl > min_level && self.eat_punct_quietly(punct) {
                 return binary(self, left, op, lvl);
             }
         }
         if level::COMPARE > min_level {
-            if self.eat_keyword("IS") {
+            if self.eat_keyword_quietly("IS") {
                 let negated = self.eat_keyword("NOT");
                 self.expect_keyword("NULL")?;
                 let span = left.span.to(self.prev_span());
@@ -326,7 +354,7 @@ impl Parser<'_> {
             if negated {
                 self.advance();
             }
-            if self.eat_keyword("IN") {
+            if self.eat_keyword_quietly("IN") {
                 self.expect_punct(Punct::LParen)?;
                 let list = self.comma_list(|p| p.expr())?;
                 self.expect_punct(Punct::RParen)?;
@@ -338,7 +366,7 @@ impl Parser<'_> {
                 };
                 return Ok(Step::Extended(Expr::new(kind, span)));
             }
-            if self.eat_keyword("BETWEEN") {
+            if self.eat_keyword_quietly("BETWEEN") {
                 let low = self.expr_above(level::COMPARE)?;
                 self.expect_keyword("AND")?;
                 let high = self.expr_above(level::COMPARE)?;
@@ -352,10 +380,10 @@ impl Parser<'_> {
                 return Ok(Step::Extended(Expr::new(kind, span)));
             }
         }
-        if level::AND > min_level && self.eat_keyword("AND") {
+        if level::AND > min_level && self.eat_keyword_quietly("AND") {
             return binary(self, left, BinaryOp::And, level::AND);
         }
-        if level::OR > min_level && self.eat_keyword("OR") {
+        if level::OR > min_level && self.eat_keyword_quietly("OR") {
             return binary(self, left, BinaryOp::Or, level::OR);
         }
         Ok(Step::Done(left))

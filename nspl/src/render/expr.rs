@@ -159,7 +159,7 @@ fn write_expr(out: &mut String, e: &Expr) {
         ExprKind::Cast { expr, ty, try_cast } => {
             if *try_cast {
                 out.push_str("TRY_CAST(");
-                write_expr(out, expr);
+                write_operand(out, expr, level::CAST);
                 out.push_str(" AS ");
                 out.push_str(&fmt_type(ty));
                 out.push(')');

@@ -89,7 +89,7 @@ pub fn fmt_duration(d: Duration) -> String {
         (1, "ns"),
     ];
     for (scale, unit) in UNITS {
-        if d.nanos >= scale && d.nanos % scale == 0 {
+        if d.nanos >= scale && d.nanos.is_multiple_of(scale) {
             return format!("{}{unit}", d.nanos / scale);
         }
     }
@@ -107,7 +107,7 @@ pub fn fmt_size(s: ByteSize) -> String {
         (1_000, "KB"),
     ];
     for (scale, unit) in UNITS {
-        if s.bytes >= scale && s.bytes % scale == 0 {
+        if s.bytes >= scale && s.bytes.is_multiple_of(scale) {
             return format!("{}{unit}", s.bytes / scale);
         }
     }
