@@ -604,9 +604,11 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-/// The expected keyword within two edits of `word`, if exactly one is closest.
+/// The closest expected keyword within two edits of `word` (one edit for words of four
+/// letters or fewer, where two edits turn any short keyword into another).
 fn suggest(word: &str, expected: &[Expected]) -> Option<String> {
     let upper = word.to_ascii_uppercase();
+    let max_edits = if upper.len() <= 4 { 1 } else { 2 };
     let mut best: Option<(usize, &str)> = None;
     for e in expected {
         let candidate = match e {
@@ -618,7 +620,7 @@ fn suggest(word: &str, expected: &[Expected]) -> Option<String> {
             continue;
         }
         let d = edit_distance(&upper, candidate);
-        if d <= 2 && best.is_none_or(|(bd, _)| d < bd) {
+        if d <= max_edits && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, candidate));
         }
     }
