@@ -1,0 +1,43 @@
+//! The `nervix` binary: one executable for every Nervix command (DESIGN §8).
+//!
+//! Exit codes are shared by all commands: 0 success, 1 `fmt --check` found a file that is not
+//! canonical, 2 anything refused (bad usage, unreadable input, parse errors).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "nervix", version, about = "Nervix stream engine")]
+struct Arguments {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print canonical NSPL.
+    Fmt(cli::fmt::FmtArguments),
+    /// Parse NSPL offline and report every error as `file:line:col: error: message`.
+    Check(cli::check::CheckArguments),
+    /// Print `nervix <version>`.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let arguments = Arguments::parse();
+    let outcome = match arguments.command {
+        Command::Fmt(fmt) => cli::fmt::run(&fmt),
+        Command::Check(check) => cli::check::run(&check),
+        Command::Version => cli::print_version(),
+    };
+    match outcome {
+        Ok(status) => status.into(),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            cli::Status::Refused.into()
+        }
+    }
+}
