@@ -8,6 +8,10 @@ use std::hash::{Hash, Hasher};
 
 /// A half-open byte range `[start, end)` in the parsed text.
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Span {
     pub start: u32,
     pub end: u32,

@@ -41,6 +41,10 @@ use crate::span::Span;
 pub const MASKED: &str = "<masked>";
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum CatalogStmt {
     CreateDomain(CreateDomain),
     CreateSchema(CreateSchema),
@@ -77,6 +81,10 @@ pub enum CatalogStmt {
 
 /// `CREATE [IF NOT EXISTS] [UNPACED] DOMAIN d` or `CREATE PACED DOMAIN d WITH PERIOD p SKEW s`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateDomain {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -84,6 +92,10 @@ pub struct CreateDomain {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Pacing {
     /// The default; `UNPACED` may be written but is not rendered.
     Unpaced,
@@ -97,6 +109,10 @@ pub enum Pacing {
 
 /// `CREATE SCHEMA s (field TYPE [SENSITIVE] [OPTIONAL], …)`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateSchema {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -104,6 +120,10 @@ pub struct CreateSchema {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct SchemaField {
     pub name: Ident,
     pub ty: TypeName,
@@ -113,12 +133,20 @@ pub struct SchemaField {
 
 /// `ALTER SCHEMA s <operation>, …`, applied in order.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterSchema {
     pub name: Ident,
     pub operations: Vec<SchemaOperation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SchemaOperation {
     /// `ADD FIELD f T [SENSITIVE] [OPTIONAL]`.
     AddField(SchemaField),
@@ -138,6 +166,10 @@ pub enum SchemaOperation {
 
 /// The encodings a wire schema or wire codec describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum WireFormat {
     Json,
     Cbor,
@@ -158,6 +190,10 @@ impl WireFormat {
 
 /// `MODE STRICT` refuses keys the wire schema does not declare; `MODE LOOSE` ignores them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum WireMode {
     Strict,
     Loose,
@@ -165,6 +201,10 @@ pub enum WireMode {
 
 /// `CREATE WIRE JSON|CBOR SCHEMA w MODE m (…)` or `CREATE WIRE AVRO SCHEMA w (…)`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateWireSchema {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -172,6 +212,10 @@ pub struct CreateWireSchema {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum WireDefinition {
     Json {
         mode: WireMode,
@@ -199,6 +243,10 @@ impl WireDefinition {
 /// One field of a wire schema. The name is an external key, kept exactly: written bare when it
 /// is a lower-case identifier, quoted otherwise (`'orderId'`).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct WireField<T> {
     pub name: String,
     pub span: Span,
@@ -208,6 +256,10 @@ pub struct WireField<T> {
 
 /// A JSON or CBOR wire type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum DocType {
     String,
     Number,
@@ -246,6 +298,24 @@ impl DocType {
 /// An AVRO wire type. Composites are written `record(f T, …)`, `enum('A', 'B')`,
 /// `array<T>`, `map<T>` (keys are strings, as in Avro) and `fixed(16)`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
+#[cfg_attr(
+    feature = "rkyv",
+    rkyv(
+        serialize_bounds(
+            __S: rkyv::ser::Writer + rkyv::ser::Allocator,
+            __S::Error: rkyv::rancor::Source,
+        ),
+        deserialize_bounds(__D::Error: rkyv::rancor::Source),
+        bytecheck(bounds(
+            __C: rkyv::validation::ArchiveContext,
+            __C::Error: rkyv::rancor::Source,
+        )),
+    )
+)]
 pub enum AvroType {
     Null,
     Boolean,
@@ -255,10 +325,10 @@ pub enum AvroType {
     Double,
     Bytes,
     String,
-    Record(Vec<WireField<AvroType>>),
+    Record(#[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Vec<WireField<AvroType>>),
     Enum(Vec<String>),
-    Array(Box<AvroType>),
-    Map(Box<AvroType>),
+    Array(#[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Box<AvroType>),
+    Map(#[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Box<AvroType>),
     Fixed(u64),
 }
 
@@ -266,6 +336,10 @@ pub enum AvroType {
 
 /// `CREATE CODEC c FROM … TO SCHEMA s …`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateCodec {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -274,6 +348,10 @@ pub struct CreateCodec {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum CodecSource {
     /// `FROM WIRE <format> SCHEMA w … [ENCODE f AS RFC3339, …]`.
     Wire {
@@ -292,6 +370,10 @@ pub enum CodecSource {
 
 /// The document formats a JAQ codec reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum JaqFormat {
     Json,
     Cbor,
@@ -322,12 +404,20 @@ impl JaqFormat {
 
 /// `ENCODE <field> AS RFC3339`: how a DATETIME field travels as a wire string.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct FieldEncoding {
     pub field: Ident,
     pub encoding: DatetimeEncoding,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum DatetimeEncoding {
     Rfc3339,
 }
@@ -336,6 +426,10 @@ pub enum DatetimeEncoding {
 
 /// `CREATE BRANCH b SCHEMA s TTL d [MAX INSTANCES n EVICT LRU]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateBranch {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -348,6 +442,10 @@ pub struct CreateBranch {
 /// `CREATE RELAY r SCHEMA s BRANCHED BY b | UNBRANCHED [CAPACITY n]
 /// [WITH MATERIALIZED STATE LAST BY TIMESTAMP]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateRelay {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -361,6 +459,10 @@ pub struct CreateRelay {
 
 /// The connector a client speaks, after `TYPE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ClientType {
     Kafka,
     Http,
@@ -423,6 +525,10 @@ impl ClientType {
 
 /// `<resource> VERSION n|LATEST` in a MOUNT list.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Mount {
     pub resource: Ident,
     pub version: ResourceVersion,
@@ -431,6 +537,10 @@ pub struct Mount {
 /// `CREATE CLIENT c TYPE T [WITH SIGNALING PROTOCOL p] [MOUNT r VERSION v, …] [POOL SIZE n]
 /// CONFIG {…}`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateClient {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -445,12 +555,20 @@ pub struct CreateClient {
 
 /// `ALTER CLIENT c <operation>, …`, applied in order.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterClient {
     pub name: Ident,
     pub operations: Vec<ClientOperation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ClientOperation {
     /// `SET MOUNT r VERSION v, …`: replaces the whole mount list.
     SetMount(Vec<Mount>),
@@ -462,6 +580,10 @@ pub enum ClientOperation {
 
 /// `CREATE VHOST v host, … [WITH TLS r VERSION n|LATEST]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateVhost {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -472,6 +594,10 @@ pub struct CreateVhost {
 
 /// The protocol an endpoint serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum EndpointType {
     Http,
     Websockets,
@@ -488,6 +614,10 @@ impl EndpointType {
 
 /// `CREATE ENDPOINT e ON v PATH '/p' TYPE HTTP|WEBSOCKETS [WITH SIGNALING PROTOCOL p]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateEndpoint {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -500,6 +630,10 @@ pub struct CreateEndpoint {
 
 /// `CREATE RESOURCE r`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateResource {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -507,6 +641,10 @@ pub struct CreateResource {
 
 /// `REBIND RESOURCE r TO VERSION n|LATEST [FOR VHOST v, …]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct RebindResource {
     pub resource: Ident,
     pub version: ResourceVersion,
@@ -517,6 +655,10 @@ pub struct RebindResource {
 // ----- users -----
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Role {
     Admin,
     Operator,
@@ -537,6 +679,10 @@ impl Role {
 
 /// `CREATE USER u WITH PASSWORD '…' ROLE R`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateUser {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -547,12 +693,20 @@ pub struct CreateUser {
 
 /// `ALTER USER u SET PASSWORD '…' | SET ROLE R, …`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterUser {
     pub name: Ident,
     pub operations: Vec<UserOperation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum UserOperation {
     /// A secret: see [`CatalogStmt::redacted`].
     SetPassword(String),
@@ -563,6 +717,10 @@ pub enum UserOperation {
 
 /// `CREATE SUBSCRIPTION s TO relay [WHERE expr] [BATCH SAMPLE RATE r]`, `0 < r <= 1`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateSubscription {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -574,6 +732,10 @@ pub struct CreateSubscription {
 // ----- cluster -----
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum NodeCommand {
     Cordon,
     Uncordon,
@@ -592,6 +754,10 @@ impl NodeCommand {
 
 /// `RELOCATE <kind> <name>, … ONTO NODE n FOLLOW PREFERENCES | IGNORE PREFERENCES`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Relocate {
     pub targets: Vec<(ObjectKind, Ident)>,
     pub node: Ident,

@@ -7,6 +7,10 @@ use super::{
 
 /// The connector and entity an emitter writes, written before `EMITTER`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum EmitterHead {
     KafkaTopic,
     HttpRequest,
@@ -77,6 +81,10 @@ impl EmitterHead {
 
 /// An emitter statement: `CREATE … EMITTER` or `ALTER <head> EMITTER`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum EmitterStmt {
     Create(Box<CreateEmitter>),
     Alter(AlterEmitter),
@@ -84,6 +92,10 @@ pub enum EmitterStmt {
 
 /// `CREATE [IF NOT EXISTS] [ATTACHED | DETACHED] <head> EMITTER <name> …`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateEmitter {
     pub if_not_exists: bool,
     /// As written; absent means the default, ATTACHED.
@@ -105,6 +117,10 @@ pub struct CreateEmitter {
 
 /// Everything after `TO`: the head's sink body, then MODE, RETRY POLICY and the encoding.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Sink {
     pub body: SinkBody,
     pub mode: EmitterMode,
@@ -115,6 +131,10 @@ pub struct Sink {
 
 /// The head-specific part of the sink, right after `TO`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SinkBody {
     /// `<client> TOPIC '<t>' [KEY <expr>]`.
     KafkaTopic {
@@ -189,6 +209,10 @@ impl SinkBody {
 
 /// `FORMAT NDJSON | ARROW` of a FILE APPEND emitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum FileFormat {
     Ndjson,
     Arrow,
@@ -197,6 +221,10 @@ pub enum FileFormat {
 /// An emitter's `MODE`. Unlike a source's, ACK PARALLEL takes no BATCH TIMEOUT and the
 /// retry policy is kept in [`Sink::retry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum EmitterMode {
     NoAck,
     AckSequential { ack_timeout: Duration },
@@ -205,6 +233,10 @@ pub enum EmitterMode {
 
 /// `ENCODE USING <codec>` or `WITHOUT BODY`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Encoding {
     Codec(Ident),
     WithoutBody,
@@ -212,6 +244,10 @@ pub enum Encoding {
 
 /// The output construction clauses between the sink and FLUSH; each is optional.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Construction {
     pub inherit: Option<Inherit>,
     pub set: Vec<Assignment>,
@@ -231,6 +267,10 @@ impl Construction {
 
 /// One `write_header(<name>, <value>)` call of INVOKE.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct HeaderWrite {
     pub name: Expr,
     pub value: Expr,
@@ -238,6 +278,10 @@ pub struct HeaderWrite {
 
 /// `ALTER <head> EMITTER <name> <operation>, …`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterEmitter {
     pub head: EmitterHead,
     pub name: Ident,
@@ -246,6 +290,10 @@ pub struct AlterEmitter {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum AlterEmitterOp {
     /// `ADD FROM <relay> [WHERE <expr>]`.
     AddFrom(Input),

@@ -8,6 +8,10 @@ use super::{
 
 /// The connector and entity an ingestor reads, written before `INGESTOR`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum IngestorHead {
     HttpRequest,
     KafkaTopic,
@@ -112,6 +116,10 @@ impl IngestorHead {
 
 /// An ingestor or signaling-protocol statement.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum IngestorStmt {
     /// Boxed: a CREATE is far larger than the other statements sharing [`super::Statement`].
     Create(Box<CreateIngestor>),
@@ -124,6 +132,10 @@ pub enum IngestorStmt {
 /// The head is not stored separately: the source body's variant names it (see
 /// [`SourceBody::head`]), so a statement cannot pair one head with another head's body.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateIngestor {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -140,6 +152,10 @@ pub struct CreateIngestor {
 
 /// `TIMESTAMP NOW | TIMESTAMP AT <field>`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum TimestampSource {
     Now,
     At(Ident),
@@ -148,6 +164,10 @@ pub enum TimestampSource {
 /// The body after `FROM`, one variant per head; every body ends with its delivery mode and
 /// its quiesce mode.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SourceBody {
     /// `<client> EVERY <duration>`.
     HttpRequest {
@@ -254,6 +274,10 @@ pub enum SourceBody {
 
 /// `<endpoint> MODE NO ACK ON QUIESCE …`, shared by HTTP ENDPOINT and WEBSOCKETS ENDPOINT.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct EndpointBody {
     pub endpoint: Ident,
     pub mode: DeliveryMode,
@@ -262,6 +286,10 @@ pub struct EndpointBody {
 
 /// `OFFSET BY CONSUMER GROUP '<group>' | OFFSET BY DOMAIN`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum KafkaOffset {
     ConsumerGroup(String),
     Domain,
@@ -269,6 +297,10 @@ pub enum KafkaOffset {
 
 /// `SESSION CLEAN | SESSION PERSISTENT` of an MQTT subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum MqttSession {
     Clean,
     Persistent,
@@ -339,6 +371,10 @@ impl SourceBody {
 
 /// `ALTER <head> INGESTOR <name> <operation>, …`, applied in written order.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterIngestor {
     /// The head as written; the catalog refuses one that differs from the stored ingestor's.
     pub head: IngestorHead,
@@ -349,6 +385,10 @@ pub struct AlterIngestor {
 
 /// One ALTER … INGESTOR operation.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum AlterIngestorOp {
     /// `SET FROM <complete body>`; its variant always matches the ALTER's head.
     SetFrom(SourceBody),
@@ -376,6 +416,10 @@ pub enum AlterIngestorOp {
 /// `CREATE [IF NOT EXISTS] SIGNALING PROTOCOL <name> FORMAT … [FAIL JAQ '<m>'] ON CONNECT
 /// [ACCEPT DATA] <steps> TIMEOUT <duration>`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateSignalingProtocol {
     pub if_not_exists: bool,
     pub name: Ident,
@@ -392,6 +436,10 @@ pub struct CreateSignalingProtocol {
 
 /// The wire format of signaling frames.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SignalingFormat {
     Json,
     Yaml,
@@ -405,6 +453,10 @@ pub enum SignalingFormat {
 /// `PROTOBUF USING RESOURCE <res> VERSION <n>|LATEST CONFIG {…} SEND MESSAGE '<type>'
 /// WAIT MESSAGE '<type>'`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct ProtobufSignaling {
     pub resource: Ident,
     pub version: ResourceVersion,
@@ -415,6 +467,10 @@ pub struct ProtobufSignaling {
 
 /// One handshake step.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SignalingStep {
     /// `SEND JAQ '<program>', …`: each program produces one frame.
     Send(Vec<String>),
@@ -423,6 +479,10 @@ pub enum SignalingStep {
 
 /// `WAIT JAQ '<matcher>', … [FAIL JAQ '<matcher>'] [CAPTURE '<program>'] [ACCEPT DATA]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct WaitStep {
     /// At least one; satisfied in any arrival order.
     pub matchers: Vec<String>,

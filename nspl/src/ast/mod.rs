@@ -4,6 +4,12 @@
 //! sizes, types) and the [`Statement`] enum that ties the families together. The tree is
 //! deliberately plain data: the catalog (engine) turns it into validated, typed models, and the
 //! canonical renderer turns it back into text. Spans never affect equality (see [`Span`]).
+//!
+//! With the `rkyv` feature every node (and [`Span`]) also derives rkyv's `Archive`, `Serialize`
+//! and `Deserialize`, with bytecheck validation of archived bytes. The recursive types
+//! ([`Expr`] through [`ExprKind`], [`TypeName`], [`catalog::AvroType`]) omit the derive's
+//! bounds on their recursive fields and state the serializer, deserializer and validator
+//! bounds by hand.
 
 pub mod catalog;
 pub mod emitter;
@@ -25,6 +31,10 @@ use crate::span::Span;
 
 /// A lower-case identifier naming a model, field or scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Ident {
     pub name: String,
     pub span: Span,
@@ -47,18 +57,44 @@ impl std::fmt::Display for Ident {
 
 /// A duration in nanoseconds, written `250ms`, `5s`, `10m`, `1h`, `1d`, `100us`, `10ns`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Duration {
     pub nanos: u64,
 }
 
 /// A byte count, written `512KiB`, `1MiB`, `8MiB`, `1GiB`, `100B`, `1KB`, `1MB`, `1GB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct ByteSize {
     pub bytes: u64,
 }
 
 /// A value type of the data model (DESIGN §4).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
+#[cfg_attr(
+    feature = "rkyv",
+    rkyv(
+        serialize_bounds(
+            __S: rkyv::ser::Writer + rkyv::ser::Allocator,
+            __S::Error: rkyv::rancor::Source,
+        ),
+        deserialize_bounds(__D::Error: rkyv::rancor::Source),
+        bytecheck(bounds(
+            __C: rkyv::validation::ArchiveContext,
+            __C::Error: rkyv::rancor::Source,
+        )),
+    )
+)]
 pub enum TypeName {
     U8,
     I8,
@@ -75,15 +111,22 @@ pub enum TypeName {
     Datetime,
     Bytes,
     /// Fixed-size list with one or more dimensions: `ARRAY<F32, 2, 3>`.
-    Array(Box<TypeName>, Vec<u32>),
+    Array(
+        #[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Box<TypeName>,
+        Vec<u32>,
+    ),
     /// Variable-length list: `VEC<I64>`.
-    Vec(Box<TypeName>),
+    Vec(#[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Box<TypeName>),
     /// Header values: `LIST<STRING>`.
-    List(Box<TypeName>),
+    List(#[cfg_attr(feature = "rkyv", rkyv(omit_bounds))] Box<TypeName>),
 }
 
 /// `VERSION <n>` or `VERSION LATEST` of a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ResourceVersion {
     Number(u64),
     Latest,
@@ -91,6 +134,10 @@ pub enum ResourceVersion {
 
 /// A literal in a `CONFIG { 'key' = value, … }` map or a constant record.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ConfigValue {
     String(String),
     Integer(i64),
@@ -100,12 +147,20 @@ pub enum ConfigValue {
 
 /// `CONFIG { 'key' = value, … }`: keys are external names, kept exactly.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct ConfigMap {
     pub entries: Vec<(String, ConfigValue)>,
 }
 
 /// What precedes the kind in a CREATE: `CREATE [IF NOT EXISTS] [ATTACHED | DETACHED]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreatePrefix {
     pub if_not_exists: bool,
     pub attachment: Option<Attachment>,
@@ -113,6 +168,10 @@ pub struct CreatePrefix {
 
 /// Whether a node holds upstream acknowledgements until its output is confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Attachment {
     Attached,
     Detached,
@@ -120,6 +179,10 @@ pub enum Attachment {
 
 /// One complete NSPL statement.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Statement {
     Session(SessionStmt),
     Catalog(CatalogStmt),
@@ -130,6 +193,10 @@ pub enum Statement {
 
 /// A statement with the span of its text (from its first token to its `;`).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Spanned {
     pub statement: Statement,
     pub span: Span,

@@ -13,6 +13,10 @@ use super::{
 };
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ProcessorStmt {
     /// Boxed: a CREATE is far larger than the other statements.
     Create(Box<CreateProcessor>),
@@ -22,6 +26,10 @@ pub enum ProcessorStmt {
 
 /// `CREATE [IF NOT EXISTS] [ATTACHED | DETACHED] <kind> <name> …`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CreateProcessor {
     pub if_not_exists: bool,
     /// Absent means the default (ATTACHED); generators never carry one.
@@ -39,6 +47,10 @@ pub struct CreateProcessor {
 /// `FROM <relay> [WHERE …], … [COLLECT FOR …] [FILTER WHERE …]`: what an ordinary processor
 /// consumes.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct RelayFeed {
     pub inputs: Vec<Input>,
     pub collect: Option<Collect>,
@@ -48,6 +60,10 @@ pub struct RelayFeed {
 
 /// One correlator side: `LEFT FROM … [COLLECT FOR …]` or `RIGHT FROM … [COLLECT FOR …]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CorrelatorSide {
     pub inputs: Vec<Input>,
     pub collect: Option<Collect>,
@@ -55,6 +71,10 @@ pub struct CorrelatorSide {
 
 /// The kind of a processor with the clauses only that kind has.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ProcessorDef {
     Junction {
         feed: RelayFeed,
@@ -131,6 +151,10 @@ impl ProcessorDef {
 
 /// `WIDTH`/`STEP` of a window: `<duration> DURATION` or `<n> ROWS` (count windows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum WindowExtent {
     Duration(Duration),
     Rows(u64),
@@ -138,6 +162,10 @@ pub enum WindowExtent {
 
 /// `USING RESOURCE <resource> VERSION <n> | LATEST FILE '<file>'`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct ResourceFile {
     pub resource: Ident,
     pub version: ResourceVersion,
@@ -147,6 +175,10 @@ pub struct ResourceFile {
 
 /// `'<name>' DENSE TENSOR<T>[d, …]`: one model tensor.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Tensor {
     /// The model's tensor name, kept exactly.
     pub name: String,
@@ -158,6 +190,10 @@ pub struct Tensor {
 
 /// `<tensor> = <expr>`: one entry of an inferencer's INPUTS.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct TensorInput {
     pub tensor: Tensor,
     pub value: Expr,
@@ -165,6 +201,10 @@ pub struct TensorInput {
 
 /// `ON REJECTED STATE PRESERVE | RESET` of a WASM processor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum RejectedStatePolicy {
     Preserve,
     Reset,
@@ -172,6 +212,10 @@ pub enum RejectedStatePolicy {
 
 /// `MATCH EARLIEST | LATEST | ALL` of a correlator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum MatchMode {
     Earliest,
     Latest,
@@ -180,12 +224,20 @@ pub enum MatchMode {
 
 /// `ON CORRELATION TIMEOUT <left>, <right>`: what happens to a side's unmatched record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct CorrelationTimeout {
     pub left: TimeoutAction,
     pub right: TimeoutAction,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum TimeoutAction {
     Drop,
     Log,
@@ -193,6 +245,10 @@ pub enum TimeoutAction {
 
 /// `ALTER <kind> <name> <op>, …`; operations apply in written order.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct AlterProcessor {
     pub kind: ObjectKind,
     pub name: Ident,
@@ -201,6 +257,10 @@ pub struct AlterProcessor {
 
 /// A correlator side named in an ALTER input operation (`ADD LEFT FROM …`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Side {
     Left,
     Right,
@@ -209,6 +269,10 @@ pub enum Side {
 /// One ALTER operation. Input and collection operations carry a [`Side`] for correlators and
 /// none for every other kind.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum AlterOp {
     /// `ADD [LEFT|RIGHT] FROM <relay> [WHERE <expr>]`.
     AddFrom { side: Option<Side>, input: Input },
@@ -294,6 +358,10 @@ pub enum AlterOp {
 
 /// `RESET WASM PROCESSOR <p> STATE IN DOMAIN <d> FOR <scope>`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct ResetWasm {
     pub processor: Ident,
     pub domain: Ident,
@@ -301,6 +369,10 @@ pub struct ResetWasm {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ResetScope {
     Unbranched,
     AllBranches,

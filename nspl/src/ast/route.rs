@@ -5,6 +5,10 @@ use super::{ByteSize, Duration, Expr, Ident};
 
 /// `FROM <relay> [WHERE <expr>]`, one input of a processor or emitter.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Input {
     pub relay: Ident,
     pub filter: Option<Expr>,
@@ -12,6 +16,10 @@ pub struct Input {
 
 /// `COLLECT FOR <duration> [MAX BATCH SIZE <bytes>]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Collect {
     pub interval: Duration,
     pub max_batch_size: Option<ByteSize>,
@@ -19,6 +27,10 @@ pub struct Collect {
 
 /// `BRANCHED BY <branch>` or `UNBRANCHED` as a node-wide contract.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Branching {
     BranchedBy(Ident),
     Unbranched,
@@ -26,12 +38,20 @@ pub enum Branching {
 
 /// `USING MATERIALIZED STATE <relay> <policy>`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct StateDependency {
     pub relay: Ident,
     pub policy: StatePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum StatePolicy {
     /// `DEFAULT { field = constant, … }`.
     Default(Vec<Assignment>),
@@ -41,6 +61,10 @@ pub enum StatePolicy {
 
 /// `field = expr` in SET lists and constant records.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Assignment {
     pub target: Ident,
     pub value: Expr,
@@ -48,12 +72,20 @@ pub struct Assignment {
 
 /// `INHERIT ALL [EXCEPT a, b]` or `INHERIT a, b`, optionally `LEAK SENSITIVE`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Inherit {
     pub fields: InheritFields,
     pub leak_sensitive: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum InheritFields {
     All { except: Vec<Ident> },
     Only(Vec<Ident>),
@@ -61,6 +93,10 @@ pub enum InheritFields {
 
 /// A route's outgoing branch: `BRANCHED BY <branch> [SET key = expr, …]` or `UNBRANCHED`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum RouteBranching {
     BranchedBy { branch: Ident, set: Vec<Assignment> },
     Unbranched,
@@ -68,6 +104,10 @@ pub enum RouteBranching {
 
 /// `FLUSH EACH <duration> MAX BATCH SIZE <bytes>` or `FLUSH IMMEDIATE`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum Flush {
     Each {
         interval: Duration,
@@ -78,6 +118,10 @@ pub enum Flush {
 
 /// `ON MESSAGE ERROR IGNORE | LOG | SEND TO <relay> [SET …]`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum MessageErrorPolicy {
     Ignore,
     Log,
@@ -86,6 +130,10 @@ pub enum MessageErrorPolicy {
 
 /// `ON GENERAL ERROR IGNORE | LOG` (and the WASM processor's `ON GLOBAL ERROR`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum GeneralErrorPolicy {
     Ignore,
     Log,
@@ -94,6 +142,10 @@ pub enum GeneralErrorPolicy {
 /// `TO <relay> …`: one output route. Which clauses a route may or must hold depends on its
 /// node; see [`crate::parse::route::RouteRules`].
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct Route {
     pub target: Ident,
     pub inherit: Option<Inherit>,
@@ -106,6 +158,10 @@ pub struct Route {
 
 /// `MODE …` of a source or sink.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum DeliveryMode {
     NoAck,
     AckSequential {
@@ -123,6 +179,10 @@ pub enum DeliveryMode {
 
 /// `RETRY POLICY BACKOFF <duration> MAX <duration>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub struct RetryPolicy {
     pub backoff: Duration,
     pub max: Duration,
@@ -130,6 +190,10 @@ pub struct RetryPolicy {
 
 /// `ON QUIESCE <body>`.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum QuiesceMode {
     Suspend,
     /// `BUFFER MAX SIZE <bytes> [ON OVERFLOW DROP OLDEST | DROP NEWEST]`; endpoints omit the
@@ -143,6 +207,10 @@ pub enum QuiesceMode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum OverflowPolicy {
     DropOldest,
     DropNewest,

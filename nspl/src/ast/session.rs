@@ -4,7 +4,11 @@
 use super::Ident;
 
 /// Every kind of named entity, as SHOW, SHOW CREATE, DESCRIBE and DROP address it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum ObjectKind {
     Domain,
     Schema,
@@ -126,6 +130,10 @@ impl ObjectKind {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum DescribeFormat {
     Text,
     Json,
@@ -133,6 +141,10 @@ pub enum DescribeFormat {
 
 /// When a START begins the domain clock.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum StartAt {
     /// `START;`: run on the present clock.
     Default,
@@ -146,6 +158,10 @@ pub enum StartAt {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "rkyv",
+    derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)
+)]
 pub enum SessionStmt {
     Use(Ident),
     Start(StartAt),
