@@ -6,11 +6,18 @@
 //! domains and time, the control-plane state machine, metrics, and the `nervix` command-line
 //! binary. It may depend on every other Nervix crate except `nervix-bench`.
 //!
-//! What exists today is the binary's offline front end — `nervix fmt`, `nervix check` and
-//! `nervix version`, built on `nervix-nspl` (re-exported as [`nspl`]) and living in the
-//! binary's `cli` modules. The
-//! runtime described above arrives with later issues; until then this library is empty.
+//! What exists today is the control plane: the catalog ([`catalog`]: models, the planner),
+//! validation ([`validate`], [`alter`], [`types`]), the replicated control state machine and
+//! statement execution ([`control`]), and the console ([`console`]); the binary adds `serve`,
+//! `console`, `fmt`, `check` and `version`. The data plane — shards, the expression VM,
+//! codecs, processors, ingestor and emitter runtime — arrives with later issues.
 
 /// The NSPL front end, re-exported so crates above the engine (benchmarks) reach the language
 /// through the engine, as DESIGN §2's dependency table has it.
 pub use nervix_nspl as nspl;
+pub mod alter;
+pub mod catalog;
+pub mod console;
+pub mod control;
+pub mod types;
+pub mod validate;

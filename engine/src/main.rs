@@ -24,6 +24,10 @@ enum Command {
     Check(cli::check::CheckArguments),
     /// Print `nervix <version>`.
     Version,
+    /// Connect to a node's console: run a script (-c, -f, piped input) or edit interactively.
+    Console(cli::console::ConsoleArguments),
+    /// Run a node: the replicated catalog and the console.
+    Serve(cli::serve::ServeArguments),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,8 @@ fn main() -> ExitCode {
         Command::Fmt(fmt) => cli::fmt::run(&fmt),
         Command::Check(check) => cli::check::run(&check),
         Command::Version => cli::print_version(),
+        Command::Console(console) => cli::console::run(&console),
+        Command::Serve(serve) => cli::serve::run(&serve),
     };
     match outcome {
         Ok(status) => status.into(),

@@ -4,9 +4,11 @@
 //! file, so one run shows everything wrong; the worst [`Status`] seen decides the exit code.
 
 pub mod check;
+pub mod console;
 mod diff;
 pub mod fmt;
 mod input;
+pub mod serve;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -1,0 +1,169 @@
+//! `nervix serve`: one node — the replicated catalog (Raft over LMDB under `--data-dir`) and
+//! the console listener, on the control core's current-thread tokio runtime. The data plane
+//! joins with a later issue.
+//!
+//! First start: with no user in the catalog, `admin` is created from NERVIX_ADMIN_PASSWORD or
+//! `--admin-password-file`; without either the node refuses to start unless
+//! `--insecure-console` (development only) is given.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use nervix::console::{tls_config, ConsoleConfig, ConsoleServer, Security};
+use nervix::control::{ControlNode, ControlStateMachine};
+
+use super::Status;
+
+/// Longest a start waits for its cluster to elect a leader.
+const LEADER_WAIT_MS: u64 = 10_000;
+/// Longest an admin password file may be.
+const MAX_PASSWORD_FILE_BYTES: u64 = 4_096;
+
+#[derive(Args)]
+pub struct ServeArguments {
+    /// Where the catalog (Raft log, state, snapshots) and uploaded resources live.
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Console listener.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:47391")]
+    console_addr: SocketAddr,
+    /// Raft RPC listener (cluster members replicate through it).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:47393")]
+    raft_addr: SocketAddr,
+    /// This node's id in the cluster (≥ 1).
+    #[arg(long, value_name = "ID", default_value_t = 1)]
+    node_id: u64,
+    /// PEM certificate chain for console TLS (with --console-tls-key).
+    #[arg(long, value_name = "FILE", requires = "console_tls_key")]
+    console_tls_cert: Option<PathBuf>,
+    /// PEM private key for console TLS (with --console-tls-cert).
+    #[arg(long, value_name = "FILE", requires = "console_tls_cert")]
+    console_tls_key: Option<PathBuf>,
+    /// A file holding the first `admin` password (instead of NERVIX_ADMIN_PASSWORD).
+    #[arg(long, value_name = "FILE")]
+    admin_password_file: Option<PathBuf>,
+    /// Accept console sessions without authentication (development only).
+    #[arg(long)]
+    insecure_console: bool,
+}
+
+pub fn run(arguments: &ServeArguments) -> anyhow::Result<Status> {
+    if arguments.node_id == 0 {
+        bail!("--node-id must be at least 1");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the control runtime")?;
+    runtime.block_on(serve(arguments))
+}
+
+fn admin_password(arguments: &ServeArguments) -> anyhow::Result<Option<String>> {
+    if let Some(path) = &arguments.admin_password_file {
+        let size = std::fs::metadata(path)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .len();
+        if size > MAX_PASSWORD_FILE_BYTES {
+            bail!(
+                "{} is larger than {MAX_PASSWORD_FILE_BYTES} bytes",
+                path.display()
+            );
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let password = text.trim_end_matches(['\n', '\r']).to_string();
+        if password.is_empty() {
+            bail!("{} holds an empty password", path.display());
+        }
+        return Ok(Some(password));
+    }
+    match std::env::var("NERVIX_ADMIN_PASSWORD") {
+        Ok(password) if !password.is_empty() => Ok(Some(password)),
+        _ => Ok(None),
+    }
+}
+
+async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
+    let data_dir = &arguments.data_dir;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let config = nervix_raft::RaftConfig::new(
+        data_dir.join("raft"),
+        arguments.node_id,
+        arguments.raft_addr,
+    );
+    let raft = nervix_raft::RaftNode::open(config, ControlStateMachine::default())
+        .await
+        .context("cannot open the catalog")?;
+    raft.wait_for_leader(std::time::Duration::from_millis(LEADER_WAIT_MS))
+        .await
+        .context("the catalog has no leader")?;
+    let node = Arc::new(ControlNode::new(
+        raft,
+        data_dir.join("resources"),
+        format!("node-{}", arguments.node_id),
+    ));
+
+    if node.read(|c| c.users.is_empty()) {
+        match admin_password(arguments)? {
+            Some(password) => {
+                node.bootstrap_admin(&password)
+                    .await
+                    .context("cannot create user admin")?;
+                eprintln!("nervix: created user admin");
+            }
+            None if arguments.insecure_console => {}
+            None => bail!(
+                "no user exists yet: set NERVIX_ADMIN_PASSWORD or pass --admin-password-file to create user admin, or run with --insecure-console (development only)"
+            ),
+        }
+    }
+
+    let mut console = ConsoleConfig::new(arguments.console_addr);
+    if let (Some(cert), Some(key)) = (&arguments.console_tls_cert, &arguments.console_tls_key) {
+        console.tls = Some(tls_config(cert, key).context("cannot load the console certificate")?);
+    }
+    if arguments.insecure_console {
+        console.security = Security::Insecure;
+    }
+    let server = ConsoleServer::start(console, node.clone())
+        .await
+        .context("cannot start the console")?;
+    eprintln!(
+        "nervix: node-{} serving the console on {}{}",
+        arguments.node_id,
+        server.local_addr(),
+        if arguments.insecure_console {
+            " (insecure: no authentication)"
+        } else {
+            ""
+        }
+    );
+
+    wait_for_termination().await?;
+    eprintln!("nervix: shutting down");
+    server.shutdown().await;
+    match Arc::try_unwrap(node) {
+        Ok(node) => node
+            .into_raft()
+            .shutdown()
+            .await
+            .context("cannot stop the catalog")?,
+        Err(_) => eprintln!("nervix: sessions still hold the catalog; leaving it to the OS"),
+    }
+    Ok(Status::Success)
+}
+
+async fn wait_for_termination() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        result = tokio::signal::ctrl_c() => result.context("cannot watch SIGINT")?,
+    }
+    Ok(())
+}

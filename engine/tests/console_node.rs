@@ -1,0 +1,237 @@
+//! The node end to end: a real `nervix serve` process driven over its TCP console.
+
+mod support;
+
+use std::path::Path;
+
+use support::{Answer, Client, Node, ADMIN_PASSWORD};
+
+#[test]
+fn sign_in_is_required_and_checked() {
+    let node = Node::start(&support::scratch_dir("auth"));
+    let mut anonymous = node.client();
+    assert!(
+        anonymous.greeting.contains("AUTH REQUIRED"),
+        "{}",
+        anonymous.greeting
+    );
+    let answer = anonymous.send("SHOW DOMAINS;");
+    assert!(
+        answer
+            .message()
+            .is_some_and(|m| m.starts_with("not authenticated")),
+        "{answer:?}"
+    );
+    assert!(
+        anonymous.auth("admin", "wrong").is_err(),
+        "a wrong password is refused"
+    );
+    assert!(
+        anonymous.auth("nobody", ADMIN_PASSWORD).is_err(),
+        "an unknown user is refused"
+    );
+
+    let mut admin = node.admin();
+    admin.ok("CREATE USER viewer WITH PASSWORD 'viewer-secret' ROLE READER;");
+    admin.ok("CREATE USER ops WITH PASSWORD 'ops-secret' ROLE OPERATOR;");
+    admin.ok("CREATE DOMAIN sales;");
+
+    let mut reader = node.client();
+    reader
+        .auth("viewer", "viewer-secret")
+        .expect("reader signs in");
+    reader.ok("SHOW DOMAINS;");
+    let refused = reader.send("CREATE DOMAIN other;");
+    assert!(
+        refused.message().is_some_and(|m| m.contains("READER")),
+        "a READER may not CREATE: {refused:?}"
+    );
+
+    let mut operator = node.client();
+    operator
+        .auth("ops", "ops-secret")
+        .expect("operator signs in");
+    operator.ok("USE sales;");
+    operator.ok("CREATE SCHEMA s (a STRING);");
+    let refused = operator.send("CREATE USER x WITH PASSWORD 'p' ROLE READER;");
+    assert!(
+        refused.message().is_some_and(|m| m.contains("OPERATOR")),
+        "an OPERATOR may not manage users: {refused:?}"
+    );
+    let users = admin.ok("SHOW USERS;");
+    assert!(
+        users.iter().all(|u| !u.contains("argon2")),
+        "hashes never shown: {users:?}"
+    );
+}
+
+#[test]
+fn first_start_without_admin_password_is_refused() {
+    let dir = support::scratch_dir("no-admin");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nervix"))
+        .args(["serve", "--data-dir"])
+        .arg(&dir)
+        .args(["--console-addr", &support::free_addr().to_string()])
+        .args(["--raft-addr", &support::free_addr().to_string()])
+        .env_remove("NERVIX_ADMIN_PASSWORD")
+        .output()
+        .expect("nervix runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("NERVIX_ADMIN_PASSWORD"), "{stderr}");
+}
+
+fn define_graph(client: &mut Client) {
+    for statement in [
+        "CREATE DOMAIN sales;",
+        "USE sales;",
+        "CREATE SCHEMA order_in (region STRING, order_id STRING, amount I64, card STRING SENSITIVE);",
+        "CREATE SCHEMA region_key (region STRING);",
+        "CREATE BRANCH by_region SCHEMA region_key TTL 5m;",
+        "CREATE RELAY orders_by_region SCHEMA order_in BRANCHED BY by_region;",
+    ] {
+        client.ok(statement);
+    }
+}
+
+const PRODUCER: &str = "create client producer ingestor orders_in from schema order_in \
+    mode ack parallel max 4 ack timeout 30s retry policy backoff 100ms max 1s on quiesce suspend \
+    timestamp now to orders_by_region inherit all branched by by_region set region = message.region \
+    flush immediate on message error log on general error log;";
+
+#[test]
+fn show_create_returns_the_canonical_text_and_show_ingestors_the_spec_format() {
+    let node = Node::start(&support::scratch_dir("show-create"));
+    let mut admin = node.admin();
+    define_graph(&mut admin);
+    admin.ok(PRODUCER);
+    let canonical = nervix_nspl::format_script(PRODUCER).expect("parses");
+    let shown = admin.ok("SHOW CREATE INGESTOR orders_in;");
+    assert_eq!(shown.join("\n") + "\n", canonical);
+    let listed = admin.ok("SHOW INGESTORS;");
+    assert_eq!(
+        listed,
+        vec!["orders_in from=CLIENT PRODUCER schema=order_in owner=node-1 status=stopped"]
+    );
+    let described = admin.ok("DESCRIBE INGESTOR orders_in;");
+    assert!(
+        described.contains(&"from: CLIENT PRODUCER SCHEMA order_in MODE ACK PARALLEL MAX 4 ACK TIMEOUT 30s RETRY POLICY BACKOFF 100ms MAX 1s ON QUIESCE SUSPEND".to_string()),
+        "{described:#?}"
+    );
+}
+
+#[test]
+fn kill_9_and_restart_keep_every_answered_statement() {
+    let dir = support::scratch_dir("kill9");
+    let mut node = Node::start(&dir);
+    let mut admin = node.admin();
+    define_graph(&mut admin);
+    admin.ok(PRODUCER);
+    let count = 50;
+    for i in 0..count {
+        admin.ok(&format!("CREATE SCHEMA s{i} (a STRING, b I64);"));
+    }
+    let before = admin.ok("SHOW CREATE INGESTOR orders_in;");
+    drop(admin);
+    node.restart();
+    let mut admin = node.admin();
+    admin.ok("USE sales;");
+    assert_eq!(admin.ok("SHOW CREATE INGESTOR orders_in;"), before);
+    let schemas = admin.ok("SHOW SCHEMAS;");
+    assert_eq!(schemas.len(), count + 2, "{schemas:?}");
+    admin.ok("START;");
+    let domains = admin.ok("SHOW DOMAINS;");
+    assert!(
+        domains[0].contains("state=started generation=1"),
+        "{domains:?}"
+    );
+}
+
+#[test]
+fn transactions_apply_atomically_or_not_at_all() {
+    let node = Node::start(&support::scratch_dir("txn"));
+    let mut admin = node.admin();
+    admin.ok("CREATE DOMAIN d;");
+    admin.ok("USE d;");
+    admin.ok("BEGIN;");
+    admin.ok("CREATE SCHEMA a (x STRING);");
+    let refused = admin.send("CREATE SCHEMA a (x STRING);");
+    assert_eq!(
+        refused.message(),
+        Some("schema 'a' already exists in domain 'd'"),
+        "queued statements are validated against the transaction's candidate"
+    );
+    admin.ok("CREATE RELAY r SCHEMA a UNBRANCHED;");
+    let mut other = node.admin();
+    other.ok("USE d;");
+    assert!(
+        other.ok("SHOW SCHEMAS;").is_empty(),
+        "nothing is visible before COMMIT"
+    );
+    admin.ok("COMMIT;");
+    assert_eq!(other.ok("SHOW SCHEMAS;"), vec!["a"]);
+    admin.ok("BEGIN;");
+    admin.ok("CREATE SCHEMA b (x STRING);");
+    admin.ok("REVERT;");
+    assert_eq!(other.ok("SHOW SCHEMAS;"), vec!["a"], "REVERT discards");
+    let answer: Answer = admin.send("COMMIT;");
+    assert_eq!(answer.message(), Some("no transaction is open"));
+}
+
+/// Runs an annotated validation script (`-- error: <message>` before a refused statement)
+/// through the console; returns the mismatches.
+fn run_script(client: &mut Client, path: &Path) -> Vec<String> {
+    let src = std::fs::read_to_string(path).expect("script");
+    let script = nervix_nspl::parse_script(&src);
+    let mut problems = Vec::new();
+    for spanned in &script.statements {
+        let start = spanned.span.start as usize;
+        let text = &src[start..spanned.span.end as usize];
+        let expected = src[..start]
+            .trim_end()
+            .rsplit('\n')
+            .next()
+            .and_then(|l| l.trim().strip_prefix("-- error: "))
+            .map(str::trim);
+        let answer = client.send(text);
+        let at = nervix_nspl::position(&src, spanned.span.start);
+        match (answer.message(), expected) {
+            (None, None) => {}
+            (Some(m), Some(e)) if m == e => {}
+            (got, want) => problems.push(format!(
+                "{}:{at}: got {got:?}, expected {want:?}",
+                path.display()
+            )),
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_validation_script_behaves_the_same_through_the_console() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/validation");
+    let mut scripts = Vec::new();
+    let mut pending = vec![root.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "nspl") {
+                scripts.push(path);
+            }
+        }
+    }
+    scripts.sort();
+    let mut problems = Vec::new();
+    for (i, script) in scripts.iter().enumerate() {
+        // A fresh node per script: scripts also create cluster-wide entities (vhosts), and each
+        // starts, like the planner-level runner, in an empty domain named `test`.
+        let node = Node::start(&support::scratch_dir(&format!("script-{i}")));
+        let mut client = node.admin();
+        client.ok("CREATE DOMAIN test;");
+        client.ok("USE test;");
+        problems.extend(run_script(&mut client, script));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

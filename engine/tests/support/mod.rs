@@ -1,0 +1,205 @@
+//! A real `nervix serve` process for integration tests, and a console client that speaks the
+//! text protocol over TCP the way `nc` would.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a node may take to open its console.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest one statement may take to answer.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub const ADMIN_PASSWORD: &str = "admin-secret";
+
+/// A free loopback port (bound, then released for the node to take).
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+pub fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nervix-it-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+pub struct Node {
+    pub child: Child,
+    pub console: SocketAddr,
+    pub raft: SocketAddr,
+    pub data_dir: PathBuf,
+}
+
+impl Node {
+    /// Starts a node on `data_dir` with fresh ports and NERVIX_ADMIN_PASSWORD set.
+    pub fn start(data_dir: &Path) -> Node {
+        Node::start_on(data_dir, free_addr(), free_addr(), &[])
+    }
+
+    pub fn start_on(
+        data_dir: &Path,
+        console: SocketAddr,
+        raft: SocketAddr,
+        extra: &[&str],
+    ) -> Node {
+        let child = Command::new(env!("CARGO_BIN_EXE_nervix"))
+            .args(["serve", "--data-dir"])
+            .arg(data_dir)
+            .args([
+                "--console-addr",
+                &console.to_string(),
+                "--raft-addr",
+                &raft.to_string(),
+            ])
+            .args(extra)
+            .env("NERVIX_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nervix serve starts");
+        let node = Node {
+            child,
+            console,
+            raft,
+            data_dir: data_dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while TcpStream::connect(console).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "node did not open its console in time"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node
+    }
+
+    /// kill -9, then wait for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The same data dir and ports, after a kill.
+    pub fn restart(&mut self) {
+        self.kill();
+        let fresh = Node::start_on(&self.data_dir, self.console, self.raft, &[]);
+        *self = fresh;
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(self.console)
+    }
+
+    pub fn admin(&self) -> Client {
+        let mut client = self.client();
+        client
+            .auth("admin", ADMIN_PASSWORD)
+            .expect("admin signs in");
+        client
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One statement's answer: output lines (without their two-space prefix) and the status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub lines: Vec<String>,
+    pub status: Result<(), String>,
+}
+
+impl Answer {
+    /// The refusal message without its `line:col` position.
+    pub fn message(&self) -> Option<&str> {
+        let status = self.status.as_ref().err()?;
+        Some(match status.split_once(' ') {
+            Some((at, rest))
+                if at.contains(':') && at.chars().all(|c| c.is_ascii_digit() || c == ':') =>
+            {
+                rest
+            }
+            _ => status,
+        })
+    }
+}
+
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    pub greeting: String,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("console accepts");
+        stream
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .expect("timeout");
+        let writer = stream.try_clone().expect("clone");
+        let mut reader = BufReader::new(stream);
+        let mut greeting = String::new();
+        reader.read_line(&mut greeting).expect("greeting");
+        Client {
+            reader,
+            writer,
+            greeting: greeting.trim_end().to_string(),
+        }
+    }
+
+    fn read_answer(&mut self) -> Answer {
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            let n = self.reader.read_line(&mut line).expect("reply line");
+            assert!(n > 0, "console closed the connection");
+            let line = line.trim_end_matches(['\n', '\r']);
+            if let Some(output) = line.strip_prefix("  ") {
+                lines.push(output.to_string());
+            } else if line == "OK" {
+                return Answer {
+                    lines,
+                    status: Ok(()),
+                };
+            } else if let Some(error) = line.strip_prefix("ERROR ") {
+                return Answer {
+                    lines,
+                    status: Err(error.to_string()),
+                };
+            } else {
+                panic!("unexpected console line: {line:?}");
+            }
+        }
+    }
+
+    /// Sends one complete statement (or meta-command line) and reads its answer.
+    pub fn send(&mut self, text: &str) -> Answer {
+        self.writer.write_all(text.as_bytes()).expect("send");
+        if !text.ends_with('\n') {
+            self.writer.write_all(b"\n").expect("send");
+        }
+        self.read_answer()
+    }
+
+    pub fn auth(&mut self, user: &str, password: &str) -> Result<(), String> {
+        self.send(&format!("\\auth {user} {password}")).status
+    }
+
+    /// Sends a statement that must succeed; returns its output lines.
+    pub fn ok(&mut self, statement: &str) -> Vec<String> {
+        let answer = self.send(statement);
+        assert_eq!(answer.status, Ok(()), "statement refused: {statement}");
+        answer.lines
+    }
+}
