@@ -74,6 +74,8 @@ fn main() {
     });
 
     let stream = TcpStream::connect(server.local_addr()).expect("connect");
+    // A request is one write; without NODELAY a reply can wait on delayed ACKs.
+    stream.set_nodelay(true).expect("nodelay");
     let mut writer = stream.try_clone().expect("clone");
     let mut reader = BufReader::new(stream);
     let mut greeting = String::new();

@@ -372,9 +372,10 @@ fn plan_create(
             format!("{key} already exists in domain '{}'", domain.name()),
         );
     }
-    let mut candidate = domain.clone();
-    candidate.entities.insert(key.clone(), entity.clone());
-    validate::validate_entity(&DomainScope::new(catalog, &candidate), &entity)?;
+    validate::validate_entity(
+        &DomainScope::with_overlay(catalog, domain, &entity),
+        &entity,
+    )?;
     Ok(Planned::change(Change::PutEntity {
         domain: domain.name().to_string(),
         entity,
@@ -402,9 +403,7 @@ fn plan_alter(
         key: key.clone(),
         definition,
     };
-    let mut candidate = domain.clone();
-    candidate.entities.insert(key.clone(), entity.clone());
-    let scope = DomainScope::new(catalog, &candidate);
+    let scope = DomainScope::with_overlay(catalog, domain, &entity);
     validate::validate_entity(&scope, &entity)?;
     revalidate_dependents(&scope, &key, context.span)?;
     Ok(Planned::change(Change::PutEntity {

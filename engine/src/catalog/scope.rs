@@ -11,19 +11,44 @@ use nervix_nspl::{ObjectKind, Statement};
 
 use super::{kind_name, Catalog, CatalogError, Domain, Entity, EntityKey, Resource};
 
-/// The domain an entity lives in, with the catalog around it.
+/// The domain an entity lives in, with the catalog around it. A candidate change of one entity
+/// is an overlay over the committed domain, so validating it never copies the domain.
 #[derive(Clone, Copy)]
 pub struct DomainScope<'a> {
     pub catalog: &'a Catalog,
     pub domain: &'a Domain,
+    /// The entity as the candidate has it (created or altered), shadowing the domain's.
+    pub overlay: Option<&'a Entity>,
 }
 
 impl<'a> DomainScope<'a> {
     pub fn new(catalog: &'a Catalog, domain: &'a Domain) -> DomainScope<'a> {
-        DomainScope { catalog, domain }
+        DomainScope {
+            catalog,
+            domain,
+            overlay: None,
+        }
+    }
+
+    /// The domain with `entity` created or replaced.
+    pub fn with_overlay(
+        catalog: &'a Catalog,
+        domain: &'a Domain,
+        entity: &'a Entity,
+    ) -> DomainScope<'a> {
+        DomainScope {
+            catalog,
+            domain,
+            overlay: Some(entity),
+        }
     }
 
     pub fn get(&self, kind: ObjectKind, name: &str) -> Option<&'a Entity> {
+        if let Some(overlay) = self.overlay {
+            if overlay.key.kind == kind && overlay.key.name == name {
+                return Some(overlay);
+            }
+        }
         self.domain.entities.get(&EntityKey::new(kind, name))
     }
 

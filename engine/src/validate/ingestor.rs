@@ -10,6 +10,14 @@
 //! source provides it (KAFKA TOPIC: `topic STRING`, `partition I32`, `offset I64`; SYSLOG
 //! LISTENER: `peer_addr STRING OPTIONAL`). Refusals name the head's phrase, as the spec's
 //! messages do.
+//!
+//! Decisions where the spec is silent: TIMESTAMP AT accepts an OPTIONAL DATETIME field (a
+//! missing timestamp follows the route's ON MESSAGE ERROR policy, as the spec says of rejected
+//! or missing event timestamps); the client-type refusal is the spec's sentence verbatim
+//! (`requires a KAFKA client, but client 'cache' is a REDIS client`), pointing at the client
+//! name, with `an` before HTTP, MQTT and SQS. INSTANCES is accepted only by the six heads the
+//! spec lists and required by NATS SUBJECT through the tree's shape itself (only those bodies
+//! hold the field); a count of 0 is refused.
 
 mod source;
 

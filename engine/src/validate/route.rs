@@ -46,6 +46,13 @@
 //!   SET read earlier assignments of the same error record. Window error records cannot read
 //!   `input.` (an emission has no single input row).
 //! * Route WHERE does not read generated values (it sees the finalized output only).
+//! * Node filters (FILTER WHERE, FROM … WHERE) read the input row through `input.`,
+//!   `message.` and bare names, plus `metadata.`, `branch.` and headers, but no
+//!   `relay_state.` (state resolves after the filters) and no output.
+//! * `metadata.` exists only in ingestors; a read the source does not provide is refused
+//!   naming the source's phrase.
+//! * Materialized dependencies must declare the node's exact branch (branched nodes cannot use
+//!   unbranched state, nor the reverse); a DEFAULT record sets each field at most once.
 
 mod branch;
 mod construct;

@@ -144,6 +144,7 @@ pub struct Client {
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("console accepts");
+        stream.set_nodelay(true).expect("nodelay");
         stream
             .set_read_timeout(Some(REPLY_TIMEOUT))
             .expect("timeout");
@@ -185,10 +186,11 @@ impl Client {
 
     /// Sends one complete statement (or meta-command line) and reads its answer.
     pub fn send(&mut self, text: &str) -> Answer {
-        self.writer.write_all(text.as_bytes()).expect("send");
-        if !text.ends_with('\n') {
-            self.writer.write_all(b"\n").expect("send");
+        let mut line = text.to_string();
+        if !line.ends_with('\n') {
+            line.push('\n');
         }
+        self.writer.write_all(line.as_bytes()).expect("send");
         self.read_answer()
     }
 

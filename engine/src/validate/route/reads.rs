@@ -114,6 +114,12 @@ impl<'r> Reads<'r> {
                 return Ok(field.ty.clone());
             }
         }
+        if self.inputs.window && self.inputs.input.is_some_and(|i| find(i, name).is_some()) {
+            return Err(format!(
+                "`{written}` would read the window's input rows, which exist only inside window \
+                 aggregates: write input.{name} inside an aggregate, such as COUNT(input.{name})"
+            ));
+        }
         match self.target {
             Some((_, fields)) if find(fields, name).is_some() => Err(format!(
                 "`{written}` reads '{name}' before it is initialized: it is not an input field, \
