@@ -178,10 +178,34 @@ fn transactions_apply_atomically_or_not_at_all() {
     assert_eq!(answer.message(), Some("no transaction is open"));
 }
 
+/// Uploads the script's `-- resource:` versions through the console: versions are numbered
+/// from 1 on upload, so earlier numbers are uploaded with the files of the next declared one.
+fn upload_declared_resources(client: &mut Client, src: &str, scratch: &Path) {
+    for (name, versions) in support::resources::declared_resources(src) {
+        client.ok(&format!("CREATE RESOURCE {name};"));
+        let last = versions.last().map_or(0, |v| v.number);
+        for number in 1..=last {
+            let files = &versions
+                .iter()
+                .find(|v| v.number >= number)
+                .expect("a declared version at or after this one")
+                .files;
+            let dir = scratch.join(&name).join(number.to_string());
+            for file in files {
+                let path = dir.join(file);
+                std::fs::create_dir_all(path.parent().expect("a parent")).expect("bundle dir");
+                std::fs::write(&path, b"bundle").expect("bundle file");
+            }
+            client.ok(&format!("UPLOAD RESOURCE {name} FROM '{}';", dir.display()));
+        }
+    }
+}
+
 /// Runs an annotated validation script (`-- error: <message>` before a refused statement)
 /// through the console; returns the mismatches.
-fn run_script(client: &mut Client, path: &Path) -> Vec<String> {
+fn run_script(client: &mut Client, path: &Path, scratch: &Path) -> Vec<String> {
     let src = std::fs::read_to_string(path).expect("script");
+    upload_declared_resources(client, &src, scratch);
     let script = nervix_nspl::parse_script(&src);
     let mut problems = Vec::new();
     for spanned in &script.statements {
@@ -209,7 +233,18 @@ fn run_script(client: &mut Client, path: &Path) -> Vec<String> {
 
 #[test]
 fn every_validation_script_behaves_the_same_through_the_console() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/validation");
+    run_scripts_under("tests/validation");
+}
+
+/// Node-level statements (users, resources, subscriptions, cluster commands) the planner-level
+/// runner cannot execute.
+#[test]
+fn node_level_golden_statements_behave_as_annotated() {
+    run_scripts_under("tests/console");
+}
+
+fn run_scripts_under(folder: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut scripts = Vec::new();
     let mut pending = vec![root.clone()];
     while let Some(dir) = pending.pop() {
@@ -223,15 +258,22 @@ fn every_validation_script_behaves_the_same_through_the_console() {
         }
     }
     scripts.sort();
+    assert!(!scripts.is_empty(), "no scripts under {}", root.display());
     let mut problems = Vec::new();
     for (i, script) in scripts.iter().enumerate() {
         // A fresh node per script: scripts also create cluster-wide entities (vhosts), and each
         // starts, like the planner-level runner, in an empty domain named `test`.
-        let node = Node::start(&support::scratch_dir(&format!("script-{i}")));
+        let name = format!("{}-{i}", folder.replace('/', "-"));
+        let node = Node::start(&support::scratch_dir(&name));
         let mut client = node.admin();
         client.ok("CREATE DOMAIN test;");
         client.ok("USE test;");
-        problems.extend(run_script(&mut client, script));
+        problems.extend(run_script(
+            &mut client,
+            script,
+            &node.data_dir.join("bundles"),
+        ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    eprintln!("{} scripts under {folder} checked", scripts.len());
 }

@@ -2,14 +2,20 @@
 //! by statement against a fresh catalog through the planner (the same code the console runs,
 //! without the node around it). The script starts in domain `test` (already created and in
 //! use). A statement preceded by a line `-- error: <message>` must be refused with exactly that
-//! message; every other statement must be accepted and its changes applied.
+//! message; every other statement must be accepted and its changes applied. Lines
+//! `-- resource: <name> <version> <file> …` put completed resource versions into the catalog
+//! first (the console runner uploads them for real).
+
+mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use nervix::catalog::plan::{plan_statement, StatementContext};
-use nervix::catalog::Catalog;
+use nervix::catalog::{Catalog, Change, Resource, ResourceVersion};
+use nervix_nspl::ast::catalog::{CatalogStmt, CreateResource};
 use nervix_nspl::ast::session::SessionStmt;
+use nervix_nspl::ast::Ident;
 use nervix_nspl::Statement;
 
 fn scripts(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -55,6 +61,23 @@ fn run_script(path: &Path) -> Vec<String> {
         .changes
     {
         catalog.apply_change(&change);
+    }
+    for (name, versions) in support::resources::declared_resources(&src) {
+        let resource = Resource {
+            definition: Statement::Catalog(CatalogStmt::CreateResource(CreateResource {
+                if_not_exists: false,
+                name: Ident::new(name.as_str()),
+            })),
+            name,
+            versions: versions
+                .into_iter()
+                .map(|v| ResourceVersion {
+                    number: v.number,
+                    files: v.files.into_iter().map(|f| (f, 1)).collect(),
+                })
+                .collect(),
+        };
+        catalog.apply_change(&Change::PutResource(resource));
     }
     for spanned in &script.statements {
         let at = nervix_nspl::position(&src, spanned.span.start);

@@ -384,7 +384,8 @@ impl ControlNode {
 
     /// Cluster commands name other nodes; a one-node cluster has none to move work to.
     fn unknown_node_or_single(&self, node: &nervix_nspl::ast::Ident) -> CatalogError {
-        if node.name == self.node_name {
+        // Names are identifiers (`node_1`); the node prints itself as `node-1`.
+        if node.name.replace('_', "-") == self.node_name {
             CatalogError::new(
                 node.span,
                 format!(
