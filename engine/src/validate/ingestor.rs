@@ -213,7 +213,7 @@ pub fn references(definition: &CreateIngestor) -> Vec<EntityKey> {
         }
         body => {
             if let Some(name) = source::source_reference(body) {
-                let kind = if source::is_endpoint(body.head()) {
+                let kind = if body.head().is_endpoint() {
                     ObjectKind::Endpoint
                 } else {
                     ObjectKind::Client

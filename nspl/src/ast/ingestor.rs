@@ -114,6 +114,115 @@ impl IngestorHead {
     }
 }
 
+/// A delivery mode as the per-entity tables name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeKind {
+    NoAck,
+    AckSequential,
+    AckParallel,
+}
+
+impl ModeKind {
+    pub fn of(mode: &DeliveryMode) -> ModeKind {
+        match mode {
+            DeliveryMode::NoAck => ModeKind::NoAck,
+            DeliveryMode::AckSequential { .. } => ModeKind::AckSequential,
+            DeliveryMode::AckParallel { .. } => ModeKind::AckParallel,
+        }
+    }
+
+    /// `NO ACK`, `ACK SEQUENTIAL`, `ACK PARALLEL`.
+    pub fn words(self) -> &'static str {
+        match self {
+            ModeKind::NoAck => "NO ACK",
+            ModeKind::AckSequential => "ACK SEQUENTIAL",
+            ModeKind::AckParallel => "ACK PARALLEL",
+        }
+    }
+}
+
+/// A quiesce body as the per-entity tables name it (its first keyword).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuiesceKind {
+    Suspend,
+    Buffer,
+    Drop,
+    Reject,
+}
+
+impl QuiesceKind {
+    pub const ALL: [QuiesceKind; 4] = [
+        QuiesceKind::Suspend,
+        QuiesceKind::Buffer,
+        QuiesceKind::Drop,
+        QuiesceKind::Reject,
+    ];
+
+    pub fn of(quiesce: &QuiesceMode) -> QuiesceKind {
+        match quiesce {
+            QuiesceMode::Suspend => QuiesceKind::Suspend,
+            QuiesceMode::Buffer { .. } => QuiesceKind::Buffer,
+            QuiesceMode::Drop => QuiesceKind::Drop,
+            QuiesceMode::RejectRetryAfter(_) => QuiesceKind::Reject,
+        }
+    }
+
+    pub fn keyword(self) -> &'static str {
+        match self {
+            QuiesceKind::Suspend => "SUSPEND",
+            QuiesceKind::Buffer => "BUFFER",
+            QuiesceKind::Drop => "DROP",
+            QuiesceKind::Reject => "REJECT",
+        }
+    }
+}
+
+impl IngestorHead {
+    /// The delivery modes the entity honors (its body in the spec's "Supported Ingestor
+    /// Types"); the parser enforces them in CREATE and validation after every ALTER.
+    pub fn delivery_modes(self) -> &'static [ModeKind] {
+        use IngestorHead as H;
+        use ModeKind::*;
+        match self {
+            H::KafkaTopic | H::PulsarTopic | H::MqttTopic => &[NoAck, AckSequential, AckParallel],
+            H::RabbitmqQueue | H::SqsQueue => &[AckSequential],
+            H::ClientProducer => &[AckSequential, AckParallel],
+            H::HttpRequest
+            | H::RedisPubsub
+            | H::NatsSubject
+            | H::ZeromqPull
+            | H::SyslogListener
+            | H::PrometheusQuery
+            | H::HttpEndpoint
+            | H::WebsocketsEndpoint
+            | H::WebsocketsConnection => &[NoAck],
+        }
+    }
+
+    /// The quiesce modes the entity honors.
+    pub fn quiesce_modes(self) -> &'static [QuiesceKind] {
+        use IngestorHead as H;
+        use QuiesceKind::*;
+        match self {
+            H::KafkaTopic | H::PulsarTopic | H::RabbitmqQueue | H::SqsQueue | H::ClientProducer => {
+                &[Suspend]
+            }
+            H::HttpRequest | H::PrometheusQuery => &[Suspend, Buffer],
+            H::RedisPubsub | H::NatsSubject | H::WebsocketsConnection => &[Buffer, Drop],
+            H::MqttTopic | H::ZeromqPull | H::SyslogListener => &[Suspend, Buffer, Drop],
+            H::HttpEndpoint | H::WebsocketsEndpoint => &[Reject, Buffer],
+        }
+    }
+
+    /// Server-side endpoints, whose BUFFER takes no ON OVERFLOW.
+    pub fn is_endpoint(self) -> bool {
+        matches!(
+            self,
+            IngestorHead::HttpEndpoint | IngestorHead::WebsocketsEndpoint
+        )
+    }
+}
+
 /// An ingestor or signaling-protocol statement.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(

@@ -7,7 +7,7 @@
 //! must be valid whatever produced it.
 
 use nervix_nspl::ast::catalog::{ClientType, EndpointType};
-use nervix_nspl::ast::ingestor::{IngestorHead, MqttSession, SourceBody};
+use nervix_nspl::ast::ingestor::{IngestorHead, ModeKind, MqttSession, QuiesceKind, SourceBody};
 use nervix_nspl::ast::{DeliveryMode, Ident, QuiesceMode};
 use nervix_nspl::Span;
 
@@ -35,21 +35,13 @@ pub(crate) fn source_reference(body: &SourceBody) -> Option<&Ident> {
 
 /// The client type a head's connector needs; `None` for endpoint heads and CLIENT PRODUCER.
 fn required_client(head: IngestorHead) -> Option<ClientType> {
-    if is_endpoint(head) || head == IngestorHead::ClientProducer {
+    if head.is_endpoint() || head == IngestorHead::ClientProducer {
         return None;
     }
     let [connector, _] = head.keywords();
     ClientType::ALL
         .into_iter()
         .find(|t| t.keyword() == connector)
-}
-
-/// Whether the head serves a Nervix endpoint.
-pub(crate) fn is_endpoint(head: IngestorHead) -> bool {
-    matches!(
-        head,
-        IngestorHead::HttpEndpoint | IngestorHead::WebsocketsEndpoint
-    )
 }
 
 /// The client or endpoint the body names exists and has the head's connector or TYPE; a
@@ -122,96 +114,6 @@ pub(crate) fn check_client_type(
     Ok(())
 }
 
-/// A delivery mode as the tables name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ModeKind {
-    NoAck,
-    AckSequential,
-    AckParallel,
-}
-
-impl ModeKind {
-    fn of(mode: &DeliveryMode) -> ModeKind {
-        match mode {
-            DeliveryMode::NoAck => ModeKind::NoAck,
-            DeliveryMode::AckSequential { .. } => ModeKind::AckSequential,
-            DeliveryMode::AckParallel { .. } => ModeKind::AckParallel,
-        }
-    }
-
-    fn words(self) -> &'static str {
-        match self {
-            ModeKind::NoAck => "NO ACK",
-            ModeKind::AckSequential => "ACK SEQUENTIAL",
-            ModeKind::AckParallel => "ACK PARALLEL",
-        }
-    }
-}
-
-/// The delivery modes each entity honors.
-fn delivery_modes(head: IngestorHead) -> &'static [ModeKind] {
-    use IngestorHead as H;
-    use ModeKind::*;
-    match head {
-        H::KafkaTopic | H::PulsarTopic | H::MqttTopic => &[NoAck, AckSequential, AckParallel],
-        H::RabbitmqQueue | H::SqsQueue => &[AckSequential],
-        H::ClientProducer => &[AckSequential, AckParallel],
-        H::HttpRequest
-        | H::RedisPubsub
-        | H::NatsSubject
-        | H::ZeromqPull
-        | H::SyslogListener
-        | H::PrometheusQuery
-        | H::HttpEndpoint
-        | H::WebsocketsEndpoint
-        | H::WebsocketsConnection => &[NoAck],
-    }
-}
-
-/// A quiesce body as the tables name it (its first keyword).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QuiesceKind {
-    Suspend,
-    Buffer,
-    Drop,
-    Reject,
-}
-
-impl QuiesceKind {
-    fn of(quiesce: &QuiesceMode) -> QuiesceKind {
-        match quiesce {
-            QuiesceMode::Suspend => QuiesceKind::Suspend,
-            QuiesceMode::Buffer { .. } => QuiesceKind::Buffer,
-            QuiesceMode::Drop => QuiesceKind::Drop,
-            QuiesceMode::RejectRetryAfter(_) => QuiesceKind::Reject,
-        }
-    }
-
-    fn keyword(self) -> &'static str {
-        match self {
-            QuiesceKind::Suspend => "SUSPEND",
-            QuiesceKind::Buffer => "BUFFER",
-            QuiesceKind::Drop => "DROP",
-            QuiesceKind::Reject => "REJECT",
-        }
-    }
-}
-
-/// The quiesce modes each entity honors.
-fn quiesce_modes(head: IngestorHead) -> &'static [QuiesceKind] {
-    use IngestorHead as H;
-    use QuiesceKind::*;
-    match head {
-        H::KafkaTopic | H::PulsarTopic | H::RabbitmqQueue | H::SqsQueue | H::ClientProducer => {
-            &[Suspend]
-        }
-        H::HttpRequest | H::PrometheusQuery => &[Suspend, Buffer],
-        H::RedisPubsub | H::NatsSubject | H::WebsocketsConnection => &[Buffer, Drop],
-        H::MqttTopic | H::ZeromqPull | H::SyslogListener => &[Suspend, Buffer, Drop],
-        H::HttpEndpoint | H::WebsocketsEndpoint => &[Reject, Buffer],
-    }
-}
-
 /// Whether an MQTT body is durable: SESSION PERSISTENT QOS 1, written out.
 fn mqtt_durable(body: &SourceBody) -> bool {
     matches!(
@@ -232,7 +134,7 @@ pub(crate) fn check_quiesce(
 ) -> Result<(), CatalogError> {
     let head = body.head();
     let kind = QuiesceKind::of(quiesce);
-    if !quiesce_modes(head).contains(&kind) {
+    if !head.quiesce_modes().contains(&kind) {
         return Err(CatalogError::new(
             span,
             format!(
@@ -246,7 +148,7 @@ pub(crate) fn check_quiesce(
         if max_size.bytes == 0 {
             return Err(CatalogError::new(span, "BUFFER MAX SIZE must be positive"));
         }
-        if is_endpoint(head) && overflow.is_some() {
+        if head.is_endpoint() && overflow.is_some() {
             return Err(CatalogError::new(
                 span,
                 format!(
@@ -256,7 +158,7 @@ pub(crate) fn check_quiesce(
                 ),
             ));
         }
-        if !is_endpoint(head) && overflow.is_none() {
+        if !head.is_endpoint() && overflow.is_none() {
             return Err(CatalogError::new(
                 span,
                 format!(
@@ -280,7 +182,7 @@ pub(crate) fn check_modes(body: &SourceBody, span: Span) -> Result<(), CatalogEr
     let head = body.head();
     let mode = body.mode();
     let kind = ModeKind::of(mode);
-    let allowed = delivery_modes(head);
+    let allowed = head.delivery_modes();
     if !allowed.contains(&kind) {
         let alternatives: Vec<String> = allowed
             .iter()

@@ -5,99 +5,13 @@
 //! on the head alone; completion reads the same tables through the expectations noted below,
 //! so it offers only the modes the head accepts.
 
-use crate::ast::ingestor::{EndpointBody, IngestorHead, KafkaOffset, MqttSession, SourceBody};
+use crate::ast::ingestor::{
+    EndpointBody, IngestorHead, KafkaOffset, ModeKind, MqttSession, QuiesceKind, SourceBody,
+};
 use crate::ast::{DeliveryMode, Duration, Ident, ObjectKind, QuiesceMode};
 use crate::error::{Expected, NameKind, ParseError};
 use crate::parse::route::Presence;
 use crate::parse::{PResult, Parser};
-
-/// A delivery mode as the per-entity tables name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ModeKind {
-    NoAck,
-    AckSequential,
-    AckParallel,
-}
-
-impl ModeKind {
-    fn phrase(self) -> &'static str {
-        match self {
-            ModeKind::NoAck => "MODE NO ACK",
-            ModeKind::AckSequential => "MODE ACK SEQUENTIAL",
-            ModeKind::AckParallel => "MODE ACK PARALLEL",
-        }
-    }
-}
-
-/// A quiesce body as the per-entity tables name it (its first keyword).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QuiesceKind {
-    Suspend,
-    Buffer,
-    Drop,
-    Reject,
-}
-
-impl QuiesceKind {
-    const ALL: [QuiesceKind; 4] = [
-        QuiesceKind::Suspend,
-        QuiesceKind::Buffer,
-        QuiesceKind::Drop,
-        QuiesceKind::Reject,
-    ];
-
-    fn keyword(self) -> &'static str {
-        match self {
-            QuiesceKind::Suspend => "SUSPEND",
-            QuiesceKind::Buffer => "BUFFER",
-            QuiesceKind::Drop => "DROP",
-            QuiesceKind::Reject => "REJECT",
-        }
-    }
-}
-
-/// The delivery modes each entity accepts (its body in "Supported Ingestor Types").
-fn delivery_modes(head: IngestorHead) -> &'static [ModeKind] {
-    use IngestorHead as H;
-    use ModeKind::*;
-    match head {
-        H::KafkaTopic | H::PulsarTopic | H::MqttTopic => &[NoAck, AckSequential, AckParallel],
-        H::RabbitmqQueue | H::SqsQueue => &[AckSequential],
-        H::ClientProducer => &[AckSequential, AckParallel],
-        H::HttpRequest
-        | H::RedisPubsub
-        | H::NatsSubject
-        | H::ZeromqPull
-        | H::SyslogListener
-        | H::PrometheusQuery
-        | H::HttpEndpoint
-        | H::WebsocketsEndpoint
-        | H::WebsocketsConnection => &[NoAck],
-    }
-}
-
-/// The quiesce modes each entity accepts in its body.
-fn quiesce_modes(head: IngestorHead) -> &'static [QuiesceKind] {
-    use IngestorHead as H;
-    use QuiesceKind::*;
-    match head {
-        H::KafkaTopic | H::PulsarTopic | H::RabbitmqQueue | H::SqsQueue | H::ClientProducer => {
-            &[Suspend]
-        }
-        H::HttpRequest | H::PrometheusQuery => &[Suspend, Buffer],
-        H::RedisPubsub | H::NatsSubject | H::WebsocketsConnection => &[Buffer, Drop],
-        H::MqttTopic | H::ZeromqPull | H::SyslogListener => &[Suspend, Buffer, Drop],
-        H::HttpEndpoint | H::WebsocketsEndpoint => &[Reject, Buffer],
-    }
-}
-
-/// Whether the head is a server-side endpoint, whose BUFFER takes no ON OVERFLOW.
-fn is_endpoint(head: IngestorHead) -> bool {
-    matches!(
-        head,
-        IngestorHead::HttpEndpoint | IngestorHead::WebsocketsEndpoint
-    )
-}
 
 /// INSTANCES per entity (spec "Instancing"): NATS requires it, five more accept it.
 fn instances_rule(head: IngestorHead) -> Presence {
@@ -290,7 +204,7 @@ pub fn source_body(p: &mut Parser, head: IngestorHead) -> PResult<SourceBody> {
 /// The client (or endpoint) a transport body reads, of the head's connector or TYPE.
 fn client(p: &mut Parser, head: IngestorHead) -> PResult<Ident> {
     let [connector, _] = head.keywords();
-    let kind = if is_endpoint(head) {
+    let kind = if head.is_endpoint() {
         NameKind::EndpointOf(connector)
     } else {
         NameKind::ClientOf(connector)
@@ -426,12 +340,15 @@ fn quiesce_intro(p: &mut Parser) -> PResult<crate::span::Span> {
 /// `MODE …` limited to the modes `head` accepts. The first one or two keywords are checked
 /// here, noting only the accepted alternatives; the core then parses the whole mode.
 fn delivery_mode(p: &mut Parser, head: IngestorHead) -> PResult<DeliveryMode> {
-    let allowed = delivery_modes(head);
+    let allowed = head.delivery_modes();
     let mark = p.mark();
     p.expect_keyword("MODE")?;
     let at = p.span();
     let refuse = |p: &Parser, written: &str| {
-        let alternatives: Vec<&str> = allowed.iter().map(|m| m.phrase()).collect();
+        let alternatives: Vec<String> = allowed
+            .iter()
+            .map(|m| format!("MODE {}", m.words()))
+            .collect();
         p.error_at(
             at,
             format!(
@@ -461,16 +378,14 @@ fn delivery_mode(p: &mut Parser, head: IngestorHead) -> PResult<DeliveryMode> {
             None
         };
         match written {
-            Some(kind) if !allowed.contains(&kind) => {
-                return Err(refuse(p, &kind.phrase()["MODE ".len()..]))
-            }
+            Some(kind) if !allowed.contains(&kind) => return Err(refuse(p, kind.words())),
             None if !acks => return Err(refuse(p, "ACK")),
             Some(_) => {}
             None => {
                 p.advance();
                 for kind in [ModeKind::AckSequential, ModeKind::AckParallel] {
                     if allowed.contains(&kind) {
-                        p.note(Expected::Keyword(&kind.phrase()["MODE ACK ".len()..]));
+                        p.note(Expected::Keyword(&kind.words()["ACK ".len()..]));
                     }
                 }
                 return Err(p.unexpected());
@@ -492,7 +407,7 @@ fn delivery_mode(p: &mut Parser, head: IngestorHead) -> PResult<DeliveryMode> {
 /// The body after `ON QUIESCE`, limited to the modes `head` accepts, with the endpoint and
 /// transport forms of BUFFER told apart.
 fn quiesce_body(p: &mut Parser, head: IngestorHead) -> PResult<QuiesceMode> {
-    let allowed = quiesce_modes(head);
+    let allowed = head.quiesce_modes();
     let at = p.span();
     for kind in allowed {
         p.note(Expected::Keyword(kind.keyword()));
@@ -514,7 +429,7 @@ fn quiesce_body(p: &mut Parser, head: IngestorHead) -> PResult<QuiesceMode> {
         Some(_) => {}
         None => return Err(p.unexpected()),
     }
-    if is_endpoint(head) && p.is_keyword_at(0, "BUFFER") {
+    if head.is_endpoint() && p.is_keyword_at(0, "BUFFER") {
         return endpoint_buffer(p, head);
     }
     let quiesce = p.quiesce_body()?;
