@@ -204,16 +204,11 @@ impl ControlNode {
                 self.refuse_in_transaction(session, span, "resource management")?;
                 let _guard = self.writer.lock().await;
                 if self.read(|c| c.resources.contains_key(&create.name.name)) {
-                    if create.if_not_exists {
-                        return Ok(vec![format!(
-                            "resource '{}' already exists, skipped",
-                            create.name.name
-                        )]);
-                    }
-                    return Err(CatalogError::new(
+                    return skip_or_refuse(
+                        create.if_not_exists,
                         create.name.span,
                         format!("resource '{}' already exists", create.name.name),
-                    ));
+                    );
                 }
                 let mut definition = create.clone();
                 definition.if_not_exists = false;
@@ -242,16 +237,11 @@ impl ControlNode {
                 self.refuse_in_transaction(session, span, "resource management")?;
                 let _guard = self.writer.lock().await;
                 if !self.read(|c| c.resources.contains_key(&name.name)) {
-                    if *if_exists {
-                        return Ok(vec![format!(
-                            "resource '{}' does not exist, skipped",
-                            name.name
-                        )]);
-                    }
-                    return Err(CatalogError::new(
+                    return skip_or_refuse(
+                        *if_exists,
                         name.span,
                         format!("resource '{}' does not exist", name.name),
-                    ));
+                    );
                 }
                 let key = EntityKey::new(ObjectKind::Resource, name.name.as_str());
                 let dependents = self.read(|c| crate::catalog::plan::global_dependents(c, &key));
@@ -520,16 +510,11 @@ impl ControlNode {
     async fn create_user(&self, create: &CreateUser) -> Result<Vec<String>, CatalogError> {
         let _guard = self.writer.lock().await;
         if self.read(|c| c.users.contains_key(&create.name.name)) {
-            if create.if_not_exists {
-                return Ok(vec![format!(
-                    "user '{}' already exists, skipped",
-                    create.name.name
-                )]);
-            }
-            return Err(CatalogError::new(
+            return skip_or_refuse(
+                create.if_not_exists,
                 create.name.span,
                 format!("user '{}' already exists", create.name.name),
-            ));
+            );
         }
         let password_hash = auth::hash_password(&create.password)
             .await
@@ -595,16 +580,11 @@ impl ControlNode {
     ) -> Result<Vec<String>, CatalogError> {
         let _guard = self.writer.lock().await;
         if !self.read(|c| c.users.contains_key(&name.name)) {
-            if if_exists {
-                return Ok(vec![format!(
-                    "user '{}' does not exist, skipped",
-                    name.name
-                )]);
-            }
-            return Err(CatalogError::new(
+            return skip_or_refuse(
+                if_exists,
                 name.span,
                 format!("user '{}' does not exist", name.name),
-            ));
+            );
         }
         if name.name == session.user {
             return Err(CatalogError::new(name.span, "a user cannot drop itself"));
@@ -673,6 +653,15 @@ impl ControlNode {
         let count = changes.len();
         self.replicate(changes, span).await?;
         Ok(vec![format!("rebound {count} vhost(s)")])
+    }
+}
+
+/// `IF [NOT] EXISTS` turns a refusal into a note: `<message>, skipped`.
+fn skip_or_refuse(skip: bool, span: Span, message: String) -> Result<Vec<String>, CatalogError> {
+    if skip {
+        Ok(vec![format!("{message}, skipped")])
+    } else {
+        Err(CatalogError::new(span, message))
     }
 }
 
