@@ -118,6 +118,10 @@ fn show_create_returns_the_canonical_text_and_show_ingestors_the_spec_format() {
         described.contains(&"from: CLIENT PRODUCER SCHEMA order_in MODE ACK PARALLEL MAX 4 ACK TIMEOUT 30s RETRY POLICY BACKOFF 100ms MAX 1s ON QUIESCE SUSPEND".to_string()),
         "{described:#?}"
     );
+    assert!(
+        described.contains(&"  message.region : STRING".to_string()),
+        "the model keeps its expressions type-resolved: {described:#?}"
+    );
 }
 
 #[test]
@@ -132,11 +136,17 @@ fn kill_9_and_restart_keep_every_answered_statement() {
         admin.ok(&format!("CREATE SCHEMA s{i} (a STRING, b I64);"));
     }
     let before = admin.ok("SHOW CREATE INGESTOR orders_in;");
+    let described = admin.ok("DESCRIBE INGESTOR orders_in;");
     drop(admin);
     node.restart();
     let mut admin = node.admin();
     admin.ok("USE sales;");
     assert_eq!(admin.ok("SHOW CREATE INGESTOR orders_in;"), before);
+    assert_eq!(
+        admin.ok("DESCRIBE INGESTOR orders_in;"),
+        described,
+        "typed expressions survive the restart with the model"
+    );
     let schemas = admin.ok("SHOW SCHEMAS;");
     assert_eq!(schemas.len(), count + 2, "{schemas:?}");
     admin.ok("START;");
@@ -144,6 +154,46 @@ fn kill_9_and_restart_keep_every_answered_statement() {
     assert!(
         domains[0].contains("state=started generation=1"),
         "{domains:?}"
+    );
+}
+
+#[test]
+fn altering_a_field_type_retypes_the_expressions_that_read_it() {
+    let node = Node::start(&support::scratch_dir("retype"));
+    let mut admin = node.admin();
+    for statement in [
+        "CREATE DOMAIN d;",
+        "USE d;",
+        "CREATE SCHEMA s (amount I32, label STRING OPTIONAL);",
+        "CREATE RELAY a SCHEMA s UNBRANCHED;",
+        "CREATE RELAY b SCHEMA s UNBRANCHED;",
+        "CREATE JUNCTION j FROM a FILTER WHERE input.amount > 0 UNBRANCHED \
+         TO b SET amount = input.amount + 1, label = input.label FLUSH IMMEDIATE \
+         ON MESSAGE ERROR LOG;",
+    ] {
+        admin.ok(statement);
+    }
+    let before = admin.ok("DESCRIBE JUNCTION j;");
+    assert!(
+        before.contains(&"  input.amount > 0 : BOOL".to_string()),
+        "{before:#?}"
+    );
+    assert!(
+        before.contains(&"  input.amount + 1 : I32".to_string()),
+        "{before:#?}"
+    );
+    admin.ok("ALTER SCHEMA s ALTER FIELD amount SET TYPE I64;");
+    let after = admin.ok("DESCRIBE JUNCTION j FORMAT JSON;");
+    let json: serde_json::Value = serde_json::from_str(&after[0]).expect("JSON");
+    let typed: Vec<(String, String)> = json["expressions"]
+        .as_array()
+        .expect("expressions")
+        .iter()
+        .map(|e| (e["expression"].to_string(), e["type"].to_string()))
+        .collect();
+    assert!(
+        typed.contains(&("\"input.amount + 1\"".into(), "\"I64\"".into())),
+        "the junction, which reads the schema through its relays, was retyped: {typed:?}"
     );
 }
 

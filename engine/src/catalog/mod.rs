@@ -65,8 +65,23 @@ pub fn kind_name(kind: ObjectKind) -> String {
 #[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Entity {
     pub key: EntityKey,
-    /// The CREATE statement with every ALTER folded in; `IF NOT EXISTS` is never stored.
+    /// The CREATE statement with every ALTER folded in; `IF NOT EXISTS` is never stored. Its
+    /// spans point into its own canonical text (what SHOW CREATE prints).
     pub definition: Statement,
+    /// Every expression of the definition, type-resolved by validation, in the order validation
+    /// checks them; each tree's span locates it in the canonical text.
+    pub typed: Vec<crate::types::TypedExpr>,
+}
+
+impl Entity {
+    /// An entity not yet validated (no typed expressions).
+    pub fn new(key: EntityKey, definition: Statement) -> Entity {
+        Entity {
+            key,
+            definition,
+            typed: Vec::new(),
+        }
+    }
 }
 
 /// Whether a domain's graph runs.

@@ -353,10 +353,7 @@ fn plan_create(
     // VERSION LATEST binds the newest version now; the model stores the number.
     let mut definition = stored_definition(statement);
     validate::catalog_entities::bind_latest(catalog, &mut definition)?;
-    let entity = Entity {
-        key: key.clone(),
-        definition,
-    };
+    let entity = Entity::new(key.clone(), definition);
     if !is_domain_kind(key.kind) {
         if exists {
             return exists_or_skip(false, name_span, format!("{key} already exists"));
@@ -376,6 +373,7 @@ fn plan_create(
         &DomainScope::with_overlay(catalog, domain, &entity),
         &entity,
     )?;
+    let entity = resolve_typed(catalog, domain, entity)?;
     Ok(Planned::change(Change::PutEntity {
         domain: domain.name().to_string(),
         entity,
@@ -399,25 +397,65 @@ fn plan_alter(
     let mut alteration = statement.clone();
     validate::catalog_entities::bind_latest(catalog, &mut alteration)?;
     let definition = alter::fold(stored, &alteration)?;
-    let entity = Entity {
-        key: key.clone(),
-        definition,
-    };
+    let entity = Entity::new(key.clone(), definition);
+    validate::validate_entity(
+        &DomainScope::with_overlay(catalog, domain, &entity),
+        &entity,
+    )?;
+    let entity = resolve_typed(catalog, domain, entity)?;
     let scope = DomainScope::with_overlay(catalog, domain, &entity);
-    validate::validate_entity(&scope, &entity)?;
-    revalidate_dependents(&scope, &key, context.span)?;
-    Ok(Planned::change(Change::PutEntity {
+    let retyped = revalidate_dependents(&scope, &key, context.span)?;
+    let mut changes = vec![Change::PutEntity {
         domain: domain.name().to_string(),
         entity,
-    }))
+    }];
+    changes.extend(retyped.into_iter().map(|entity| Change::PutEntity {
+        domain: domain.name().to_string(),
+        entity,
+    }));
+    Ok(Planned {
+        changes,
+        output: Vec::new(),
+    })
 }
 
-/// Re-checks every entity that (transitively) references `changed` in the candidate domain.
+/// The entity as stored: its definition re-read from its canonical text (so every span points
+/// into what SHOW CREATE prints) and every expression type-resolved.
+fn resolve_typed(
+    catalog: &Catalog,
+    domain: &Domain,
+    entity: Entity,
+) -> Result<Entity, CatalogError> {
+    let text = nervix_nspl::render_statement(&entity.definition);
+    let canonical = nervix_nspl::parse_statement(&text).map_err(|e| {
+        CatalogError::new(
+            Span::default(),
+            format!(
+                "broken invariant: the canonical text of {} does not parse: {e}",
+                entity.key
+            ),
+        )
+    })?;
+    let mut resolved = Entity::new(entity.key, canonical);
+    let (result, typed) = crate::types::collect::collecting(|| {
+        validate::validate_entity(
+            &DomainScope::with_overlay(catalog, domain, &resolved),
+            &resolved,
+        )
+    });
+    result?;
+    resolved.typed = typed;
+    Ok(resolved)
+}
+
+/// Re-checks every entity that (transitively) references `changed` in the candidate domain;
+/// returns those whose typed expressions changed (a field type they read changed).
 fn revalidate_dependents(
     scope: &DomainScope<'_>,
     changed: &EntityKey,
     span: Span,
-) -> Result<(), CatalogError> {
+) -> Result<Vec<Entity>, CatalogError> {
+    let mut retyped = Vec::new();
     let mut pending = vec![changed.clone()];
     let mut checked = std::collections::BTreeSet::new();
     while let Some(key) = pending.pop() {
@@ -426,16 +464,23 @@ fn revalidate_dependents(
                 continue;
             }
             let entity = &scope.domain.entities[&dependent];
-            validate::validate_entity(scope, entity).map_err(|e| {
+            let (result, typed) =
+                crate::types::collect::collecting(|| validate::validate_entity(scope, entity));
+            result.map_err(|e| {
                 CatalogError::new(
                     span,
                     format!("this change breaks {dependent}: {}", e.message),
                 )
             })?;
+            if typed != entity.typed {
+                let mut updated = entity.clone();
+                updated.typed = typed;
+                retyped.push(updated);
+            }
             pending.push(dependent);
         }
     }
-    Ok(())
+    Ok(retyped)
 }
 
 /// Entities of `domain` that reference `key`, in key order.
@@ -479,4 +524,38 @@ pub fn validate_domain(catalog: &Catalog, domain: &Domain, span: Span) -> Result
 /// `relay 'x'` style name of a kind, for callers formatting their own messages.
 pub fn describe_kind(kind: ObjectKind) -> String {
     kind_name(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(catalog: &mut Catalog, src: &str) -> Planned {
+        let statement = nervix_nspl::parse_statement(src).expect("parses");
+        let context = StatementContext {
+            domain: Some("d"),
+            span: Span::default(),
+        };
+        let planned = plan_statement(catalog, context, &statement).expect("accepted");
+        for change in &planned.changes {
+            catalog.apply_change(change);
+        }
+        planned
+    }
+
+    #[test]
+    fn stored_models_keep_their_expressions_typed() {
+        let mut catalog = Catalog::default();
+        run(&mut catalog, "CREATE DOMAIN d;");
+        run(&mut catalog, "CREATE SCHEMA s (amount I32);");
+        run(&mut catalog, "CREATE RELAY a SCHEMA s UNBRANCHED;");
+        run(&mut catalog, "CREATE RELAY b SCHEMA s UNBRANCHED;");
+        run(
+            &mut catalog,
+            "CREATE JUNCTION j FROM a FILTER WHERE input.amount > 0 UNBRANCHED \
+             TO b INHERIT ALL FLUSH IMMEDIATE ON MESSAGE ERROR LOG;",
+        );
+        let junction = &catalog.domains["d"].entities[&EntityKey::new(ObjectKind::Junction, "j")];
+        assert_eq!(junction.typed.len(), 1, "{:#?}", junction.typed);
+    }
 }

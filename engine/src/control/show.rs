@@ -311,9 +311,31 @@ fn describe(
     };
     fields.push(("references".into(), list(&references)));
     fields.push(("dependents".into(), list(&dependents)));
+    // The typed trees' spans point into the canonical text rendered above.
+    let expressions: Vec<(String, String)> = entity
+        .typed
+        .iter()
+        .map(|typed| {
+            let text = definition
+                .get(typed.span.start as usize..typed.span.end as usize)
+                .unwrap_or("?")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            (text, typed.ty.to_string())
+        })
+        .collect();
     match format {
         DescribeFormat::Text => {
             let mut lines: Vec<String> = fields.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            if !expressions.is_empty() {
+                lines.push("expressions:".into());
+                lines.extend(
+                    expressions
+                        .iter()
+                        .map(|(text, ty)| format!("  {text} : {ty}")),
+                );
+            }
             lines.push("definition:".into());
             lines.extend(definition.lines().map(|l| format!("  {l}")));
             lines
@@ -323,6 +345,11 @@ fn describe(
             for (k, v) in fields {
                 object.insert(k, serde_json::Value::String(v));
             }
+            let typed = expressions
+                .into_iter()
+                .map(|(text, ty)| serde_json::json!({ "expression": text, "type": ty }))
+                .collect();
+            object.insert("expressions".into(), serde_json::Value::Array(typed));
             object.insert("definition".into(), serde_json::Value::String(definition));
             vec![serde_json::Value::Object(object).to_string()]
         }

@@ -53,6 +53,7 @@ macro_rules! aggregates {
     ($($variant:ident = $name:literal, $min:literal ..= $max:literal;)*) => {
         /// A window aggregate; see the module table for signatures.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
         pub enum Aggregate {
             $($variant,)*
         }

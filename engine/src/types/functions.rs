@@ -61,6 +61,7 @@ macro_rules! functions {
     ($($variant:ident = $name:literal, $min:literal ..= $max:expr;)*) => {
         /// A scalar function of DESIGN §7; see the module table for signatures.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
         pub enum Function {
             $($variant,)*
         }

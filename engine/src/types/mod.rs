@@ -49,6 +49,7 @@
 
 pub mod aggregates;
 mod check;
+pub mod collect;
 pub mod functions;
 mod literal;
 mod typed;
@@ -66,7 +67,18 @@ pub use typed::{TypedExpr, TypedKind, Value};
 pub const MAX_EXPRESSION_DEPTH: u32 = 256;
 
 /// A value type of the data model (DESIGN §4).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(
+    serialize_bounds(
+        __S: rkyv::ser::Writer + rkyv::ser::Allocator,
+        __S::Error: rkyv::rancor::Source,
+    ),
+    deserialize_bounds(__D::Error: rkyv::rancor::Source),
+    bytecheck(bounds(
+        __C: rkyv::validation::ArchiveContext,
+        __C::Error: rkyv::rancor::Source,
+    )),
+)]
 pub enum DataType {
     U8,
     I8,
@@ -84,11 +96,11 @@ pub enum DataType {
     Datetime,
     Bytes,
     /// Fixed-size list with one or more dimensions: `ARRAY<F32, 2, 3>`.
-    Array(Box<DataType>, Vec<u32>),
+    Array(#[rkyv(omit_bounds)] Box<DataType>, Vec<u32>),
     /// Variable-length list: `VEC<I64>`.
-    Vec(Box<DataType>),
+    Vec(#[rkyv(omit_bounds)] Box<DataType>),
     /// Header values: `LIST<STRING>`.
-    List(Box<DataType>),
+    List(#[rkyv(omit_bounds)] Box<DataType>),
 }
 
 impl DataType {
@@ -197,7 +209,7 @@ impl fmt::Display for DataType {
 }
 
 /// The type of a schema field or of an expression's value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct FieldType {
     pub data_type: DataType,
     /// The value can be null (a schema field's `OPTIONAL`).
@@ -300,7 +312,9 @@ impl TypeError {
 pub fn check(expr: &Expr, scope: &dyn Scope, ctx: &ExprContext) -> Result<TypedExpr, TypeError> {
     let mut checker = check::Checker::new(scope, ctx);
     let operand = checker.expr(expr)?;
-    literal::resolve(operand, None)
+    let typed = literal::resolve(operand, None)?;
+    collect::record(&typed);
+    Ok(typed)
 }
 
 /// Type-checks `expr` where a value of `expected` is wanted (a SET destination, a predicate):
@@ -324,5 +338,6 @@ pub fn check_expecting(
             ),
         ));
     }
+    collect::record(&typed);
     Ok(typed)
 }

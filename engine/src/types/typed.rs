@@ -11,7 +11,7 @@ use nervix_nspl::Span;
 use super::{Aggregate, DataType, FieldType, Function};
 
 /// One checked expression node.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct TypedExpr {
     pub kind: TypedKind,
     pub ty: FieldType,
@@ -19,7 +19,7 @@ pub struct TypedExpr {
 }
 
 /// A literal's value, in the representation of its resolved type.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum Value {
     /// A typed null (the node's type says which).
     Null,
@@ -34,7 +34,18 @@ pub enum Value {
 }
 
 /// What a node computes, with typed children.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(
+    serialize_bounds(
+        __S: rkyv::ser::Writer + rkyv::ser::Allocator,
+        __S::Error: rkyv::rancor::Source,
+    ),
+    deserialize_bounds(__D::Error: rkyv::rancor::Source),
+    bytecheck(bounds(
+        __C: rkyv::validation::ArchiveContext,
+        __C::Error: rkyv::rancor::Source,
+    )),
+)]
 pub enum TypedKind {
     Literal(Value),
     /// A field read; the path exactly as written (`input.amount`, `relay_state.r.x`, `amount`).
@@ -42,60 +53,79 @@ pub enum TypedKind {
     /// `-x` (signed numbers only) or `NOT x`.
     Unary {
         op: UnaryOp,
+        #[rkyv(omit_bounds)]
         expr: Box<TypedExpr>,
     },
     /// Both operands have one type (see the module rules); the node's type is the result's.
     Binary {
         op: BinaryOp,
+        #[rkyv(omit_bounds)]
         left: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         right: Box<TypedExpr>,
     },
     /// `x AS T` (fails the message on a bad value) or `TRY_CAST(x AS T)` (yields null).
     Cast {
+        #[rkyv(omit_bounds)]
         expr: Box<TypedExpr>,
         to: DataType,
         try_cast: bool,
     },
     IsNull {
+        #[rkyv(omit_bounds)]
         expr: Box<TypedExpr>,
         negated: bool,
     },
     /// Every list item has the operand's type.
     InList {
+        #[rkyv(omit_bounds)]
         expr: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         list: Vec<TypedExpr>,
         negated: bool,
     },
     /// Bounds have the operand's type.
     Between {
+        #[rkyv(omit_bounds)]
         expr: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         low: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         high: Box<TypedExpr>,
         negated: bool,
     },
     If {
+        #[rkyv(omit_bounds)]
         condition: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         then: Box<TypedExpr>,
+        #[rkyv(omit_bounds)]
         otherwise: Box<TypedExpr>,
     },
     /// With an operand, each WHEN value has the operand's type; without, each is a BOOL.
     Case {
+        #[rkyv(omit_bounds)]
         operand: Option<Box<TypedExpr>>,
+        #[rkyv(omit_bounds)]
         branches: Vec<(TypedExpr, TypedExpr)>,
+        #[rkyv(omit_bounds)]
         otherwise: Option<Box<TypedExpr>>,
     },
     /// A scalar function; argument types match [`Function`]'s documented signature.
     Call {
         function: Function,
+        #[rkyv(omit_bounds)]
         args: Vec<TypedExpr>,
     },
     /// A window aggregate; arguments are evaluated per input row.
     Aggregate {
         aggregate: Aggregate,
+        #[rkyv(omit_bounds)]
         args: Vec<TypedExpr>,
     },
     /// `JSON_VALUE(doc, '$…' AS T)`: the node's type is `T`, nullable.
     JsonValue {
+        #[rkyv(omit_bounds)]
         doc: Box<TypedExpr>,
         path: String,
         to: DataType,

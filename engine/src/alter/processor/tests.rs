@@ -11,7 +11,7 @@ use crate::catalog::Entity;
 fn entity(create: &str) -> Entity {
     let definition = nervix_nspl::parse_statement(create).expect("the CREATE parses");
     let (key, _, _) = definition_identity(&definition).expect("a CREATE defines an entity");
-    Entity { key, definition }
+    Entity::new(key, definition)
 }
 
 fn folded(create: &str, alter: &str) -> Result<String, String> {
