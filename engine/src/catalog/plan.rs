@@ -264,9 +264,7 @@ pub fn definition_identity(statement: &Statement) -> Option<(EntityKey, Span, bo
         Statement::Ingestor(IngestorStmt::CreateSignalingProtocol(s)) => {
             (ObjectKind::SignalingProtocol, &s.name, s.if_not_exists)
         }
-        Statement::Processor(ProcessorStmt::Create(s)) => {
-            (processor_kind(&s.def), &s.name, s.if_not_exists)
-        }
+        Statement::Processor(ProcessorStmt::Create(s)) => (s.def.kind(), &s.name, s.if_not_exists),
         Statement::Emitter(EmitterStmt::Create(s)) => {
             (ObjectKind::Emitter, &s.name, s.if_not_exists)
         }
@@ -277,22 +275,6 @@ pub fn definition_identity(statement: &Statement) -> Option<(EntityKey, Span, bo
         name.span,
         if_not_exists,
     ))
-}
-
-/// The kind of processor a definition creates.
-pub fn processor_kind(def: &nervix_nspl::ast::processor::ProcessorDef) -> ObjectKind {
-    use nervix_nspl::ast::processor::ProcessorDef;
-    match def {
-        ProcessorDef::Junction { .. } => ObjectKind::Junction,
-        ProcessorDef::Deduplicator { .. } => ObjectKind::Deduplicator,
-        ProcessorDef::Reorderer { .. } => ObjectKind::Reorderer,
-        ProcessorDef::Window { .. } => ObjectKind::WindowProcessor,
-        ProcessorDef::Inferencer { .. } => ObjectKind::Inferencer,
-        ProcessorDef::Wasm { .. } => ObjectKind::WasmProcessor,
-        ProcessorDef::Correlator { .. } => ObjectKind::Correlator,
-        ProcessorDef::Reingestor { .. } => ObjectKind::Reingestor,
-        ProcessorDef::Generator { .. } => ObjectKind::Generator,
-    }
 }
 
 /// The entity an ALTER statement changes, with the span of its name.
