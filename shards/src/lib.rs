@@ -5,6 +5,12 @@
 //! batchers and flush timers, the branch lifecycle (TTL, LRU eviction) and the bounded worker
 //! classes. It depends on no other Nervix crate.
 //!
-//! Nothing of that exists yet: the crate holds its place in the workspace so the dependency
-//! graph of DESIGN §2 is fixed from the start, and its runtime arrives with the data-plane
-//! issues.
+//! What exists now is the core logic those executors will run, free of I/O and threads:
+//! acknowledgement slabs ([`ack`]), branch keys and branch → shard placement ([`branch_key`]),
+//! route flush decisions ([`flush`]) and relay owner buffers ([`relay_buffer`]). The pinned
+//! executors and the shard mesh arrive with the data-plane issues.
+
+pub mod ack;
+pub mod branch_key;
+pub mod flush;
+pub mod relay_buffer;
