@@ -6,6 +6,9 @@
 //! the metrics and health endpoints, and the Rust client library. It may depend on
 //! `nervix-shards` only.
 //!
-//! Nothing of that exists yet: the crate holds its place in the workspace so the dependency
-//! graph of DESIGN §2 is fixed from the start, and its protocols arrive with the console,
-//! session and data-listener issues.
+//! So far it holds [`batch`], the validation of the Arrow IPC batches a client producer submits
+//! (and their canonical encoding); the session protocol, interconnect and data listeners arrive
+//! with the data-plane issues. The console protocol lives in the engine (`nervix::console`):
+//! it parses NSPL, and this crate may not depend on `nervix-nspl` (docs/decisions.md).
+
+pub mod batch;
