@@ -12,9 +12,9 @@
 //! validation gives about the ingestor as a whole point into the statement being applied.
 
 use nervix_nspl::ast::ingestor::{
-    AlterIngestor, AlterIngestorOp, CreateIngestor, IngestorHead, IngestorStmt, SourceBody,
+    AlterIngestor, AlterIngestorOp, CreateIngestor, IngestorHead, IngestorStmt,
 };
-use nervix_nspl::ast::{Ident, QuiesceMode, Route};
+use nervix_nspl::ast::{Ident, Route};
 use nervix_nspl::Statement;
 
 use crate::catalog::{CatalogError, Entity};
@@ -58,7 +58,7 @@ fn apply(
         AlterIngestorOp::SetFrom(body) => definition.source = body.clone(),
         AlterIngestorOp::SetQuiesce(quiesce) => {
             check_quiesce(&definition.source, quiesce, name.span)?;
-            *quiesce_of(&mut definition.source) = quiesce.clone();
+            *definition.source.quiesce_mut() = quiesce.clone();
         }
         AlterIngestorOp::SetDecode(codec) => {
             if definition.source.head() == IngestorHead::ClientProducer {
@@ -127,25 +127,5 @@ pub(crate) fn route_index(
                 relay.name
             ),
         )),
-    }
-}
-
-/// The quiesce mode of a source body, to replace.
-fn quiesce_of(body: &mut SourceBody) -> &mut QuiesceMode {
-    match body {
-        SourceBody::HttpEndpoint(e) | SourceBody::WebsocketsEndpoint(e) => &mut e.quiesce,
-        SourceBody::HttpRequest { quiesce, .. }
-        | SourceBody::KafkaTopic { quiesce, .. }
-        | SourceBody::PulsarTopic { quiesce, .. }
-        | SourceBody::RabbitmqQueue { quiesce, .. }
-        | SourceBody::RedisPubsub { quiesce, .. }
-        | SourceBody::MqttTopic { quiesce, .. }
-        | SourceBody::NatsSubject { quiesce, .. }
-        | SourceBody::ZeromqPull { quiesce, .. }
-        | SourceBody::SyslogListener { quiesce, .. }
-        | SourceBody::SqsQueue { quiesce, .. }
-        | SourceBody::PrometheusQuery { quiesce, .. }
-        | SourceBody::WebsocketsConnection { quiesce, .. }
-        | SourceBody::ClientProducer { quiesce, .. } => quiesce,
     }
 }

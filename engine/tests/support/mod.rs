@@ -18,11 +18,21 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const ADMIN_PASSWORD: &str = "admin-secret";
 
-/// A free loopback port (bound, then released for the node to take).
+/// A free loopback port (bound, then released for the node to take), never one handed out
+/// before in this process: tests start nodes in parallel, and a port released by one test's
+/// probe must not become two nodes' listeners.
 pub fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port");
+        let mut handed_out = HANDED_OUT.lock().expect("port registry");
+        if !handed_out.contains(&addr.port()) {
+            handed_out.push(addr.port());
+            return addr;
+        }
+    }
 }
 
 pub fn scratch_dir(test: &str) -> PathBuf {
@@ -107,6 +117,15 @@ impl Node {
             .expect("admin signs in");
         client
     }
+}
+
+fn greets(addr: SocketAddr) -> bool {
+    let Ok(stream) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("NERVIX ")
 }
 
 impl Drop for Node {

@@ -457,6 +457,26 @@ impl SourceBody {
         }
     }
 
+    /// The body's `ON QUIESCE …`, to replace (ALTER … SET QUIESCE).
+    pub fn quiesce_mut(&mut self) -> &mut QuiesceMode {
+        match self {
+            SourceBody::HttpEndpoint(e) | SourceBody::WebsocketsEndpoint(e) => &mut e.quiesce,
+            SourceBody::HttpRequest { quiesce, .. }
+            | SourceBody::KafkaTopic { quiesce, .. }
+            | SourceBody::PulsarTopic { quiesce, .. }
+            | SourceBody::RabbitmqQueue { quiesce, .. }
+            | SourceBody::RedisPubsub { quiesce, .. }
+            | SourceBody::MqttTopic { quiesce, .. }
+            | SourceBody::NatsSubject { quiesce, .. }
+            | SourceBody::ZeromqPull { quiesce, .. }
+            | SourceBody::SyslogListener { quiesce, .. }
+            | SourceBody::SqsQueue { quiesce, .. }
+            | SourceBody::PrometheusQuery { quiesce, .. }
+            | SourceBody::WebsocketsConnection { quiesce, .. }
+            | SourceBody::ClientProducer { quiesce, .. } => quiesce,
+        }
+    }
+
     /// The body's `ON QUIESCE …`.
     pub fn quiesce(&self) -> &QuiesceMode {
         match self {
