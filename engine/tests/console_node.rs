@@ -78,6 +78,7 @@ fn first_start_without_admin_password_is_refused() {
         .expect("nervix runs");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(stderr.contains("NERVIX_ADMIN_PASSWORD"), "{stderr}");
 }
 

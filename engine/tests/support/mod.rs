@@ -131,6 +131,7 @@ fn greets(addr: SocketAddr) -> bool {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }
 
