@@ -163,4 +163,43 @@ impl Expr {
     pub fn new(kind: ExprKind, span: Span) -> Expr {
         Expr { kind, span }
     }
+
+    /// Pushes the direct children onto `stack` so that popping visits them in written order —
+    /// the step of an iterative pre-order walk, safe on trees of any depth.
+    pub fn push_children<'e>(&'e self, stack: &mut Vec<&'e Expr>) {
+        let before = stack.len();
+        match &self.kind {
+            ExprKind::Literal(_) | ExprKind::Field(_) => {}
+            ExprKind::Unary { expr, .. }
+            | ExprKind::Cast { expr, .. }
+            | ExprKind::IsNull { expr, .. }
+            | ExprKind::JsonValue { doc: expr, .. } => stack.push(expr),
+            ExprKind::Binary { left, right, .. } => stack.extend([&**left, &**right]),
+            ExprKind::InList { expr, list, .. } => {
+                stack.push(expr);
+                stack.extend(list);
+            }
+            ExprKind::Between {
+                expr, low, high, ..
+            } => stack.extend([&**expr, &**low, &**high]),
+            ExprKind::If {
+                condition,
+                then,
+                otherwise,
+            } => stack.extend([&**condition, &**then, &**otherwise]),
+            ExprKind::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                stack.extend(operand.as_deref());
+                for (when, then) in branches {
+                    stack.extend([when, then]);
+                }
+                stack.extend(otherwise.as_deref());
+            }
+            ExprKind::Call { args, .. } => stack.extend(args),
+        }
+        stack[before..].reverse();
+    }
 }

@@ -13,7 +13,7 @@
 //! with the catalog's own "does not exist" message at the span where this statement names it.
 
 use nervix_nspl::ast::catalog::CreateRelay;
-use nervix_nspl::ast::{Branching, Expr, ExprKind, Ident};
+use nervix_nspl::ast::{Branching, Expr, Ident};
 
 use crate::catalog::{CatalogError, DomainScope};
 use crate::types::{self, TypedExpr};
@@ -146,41 +146,7 @@ pub(super) fn find_in<'e, T>(
         if let Some(hit) = found(node) {
             return Some(hit);
         }
-        let before = stack.len();
-        match &node.kind {
-            ExprKind::Literal(_) | ExprKind::Field(_) => {}
-            ExprKind::Unary { expr, .. }
-            | ExprKind::Cast { expr, .. }
-            | ExprKind::IsNull { expr, .. }
-            | ExprKind::JsonValue { doc: expr, .. } => stack.push(expr),
-            ExprKind::Binary { left, right, .. } => stack.extend([&**left, &**right]),
-            ExprKind::InList { expr, list, .. } => {
-                stack.push(expr);
-                stack.extend(list);
-            }
-            ExprKind::Between {
-                expr, low, high, ..
-            } => stack.extend([&**expr, &**low, &**high]),
-            ExprKind::If {
-                condition,
-                then,
-                otherwise,
-            } => stack.extend([&**condition, &**then, &**otherwise]),
-            ExprKind::Case {
-                operand,
-                branches,
-                otherwise,
-            } => {
-                stack.extend(operand.as_deref());
-                for (when, then) in branches {
-                    stack.extend([when, then]);
-                }
-                stack.extend(otherwise.as_deref());
-            }
-            ExprKind::Call { args, .. } => stack.extend(args),
-        }
-        // Children were pushed in written order; visit them in written order.
-        stack[before..].reverse();
+        node.push_children(&mut stack);
     }
     None
 }
