@@ -19,5 +19,7 @@ pub mod alter;
 pub mod catalog;
 pub mod console;
 pub mod control;
+pub mod runtime;
 pub mod types;
 pub mod validate;
+pub mod vm;

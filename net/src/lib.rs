@@ -7,11 +7,13 @@
 //! `nervix-shards` only.
 //!
 //! So far it holds [`batch`], the validation of the Arrow IPC batches a client producer submits
-//! (and their canonical encoding), and [`session`], the session protocol's producer frames, their
-//! encoding, and the server's producer credit ledger; the session listener, interconnect and
-//! data listeners arrive with the data-plane issues. The console protocol lives in the engine
+//! (and their canonical encoding), [`session`], the session protocol's producer and consumer
+//! frames, their encoding, and the server's producer credit ledger, and [`client`], the Rust
+//! client library (tokio) that opens producers and consumers over one session connection; the
+//! session listener, interconnect and data listeners arrive with the data-plane issues. The console protocol lives in the engine
 //! (`nervix::console`): it parses NSPL, and this crate may not depend on `nervix-nspl`
 //! (docs/decisions.md).
 
 pub mod batch;
+pub mod client;
 pub mod session;

@@ -8,9 +8,10 @@
 
 use nervix_net::session::credit::{CreditAction, CreditError, ProducerCredit};
 use nervix_net::session::frame::{
-    DefectKind, ExpectedField, FailureCause, Frame, FrameDecoder, FrameError, OpenRefusal, Outcome,
-    ProducerEndReason, UnknownCause, FRAME_LENGTH_BYTES, MAX_DETAIL_BYTES, MAX_NAME_BYTES,
-    MAX_SESSION_FRAME_BYTES,
+    submit_batch_header, ConsumerEndReason, ConsumerRefusal, DefectKind, ExpectedField,
+    FailureCause, Frame, FrameDecoder, FrameError, OpenRefusal, Outcome, ProducerEndReason,
+    UnknownCause, FRAME_LENGTH_BYTES, MAX_DETAIL_BYTES, MAX_FRAME_IPC_BYTES, MAX_NAME_BYTES,
+    MAX_SESSION_FRAME_BYTES, SUBMIT_HEADER_BYTES,
 };
 
 /// How many generated cases each property runs.
@@ -84,23 +85,26 @@ impl Gen {
             _ => Outcome::Busy,
         }
     }
-    /// A frame of type `kind` (0..7) with generated fields.
+    fn fields(&mut self) -> Vec<ExpectedField> {
+        (0..self.below(6))
+            .map(|_| ExpectedField {
+                name: self.string(MAX_NAME_BYTES),
+                type_text: self
+                    .pick(&["STRING", "I64", "LIST<F64>", "DATETIME", ""])
+                    .into(),
+                optional: self.bool(),
+                sensitive: self.bool(),
+            })
+            .collect()
+    }
+    /// A frame of type `kind` (0..FRAME_KINDS, in type-code order) with generated fields.
     fn frame(&mut self, kind: usize) -> Frame {
         match kind {
             0 => Frame::OpenProducer {
                 request_id: self.int(),
                 domain: self.string(MAX_NAME_BYTES),
                 ingestor: self.string(MAX_NAME_BYTES),
-                expected_fields: (0..self.below(6))
-                    .map(|_| ExpectedField {
-                        name: self.string(MAX_NAME_BYTES),
-                        type_text: self
-                            .pick(&["STRING", "I64", "LIST<F64>", "DATETIME", ""])
-                            .into(),
-                        optional: self.bool(),
-                        sensitive: self.bool(),
-                    })
-                    .collect(),
+                expected_fields: self.fields(),
                 credit_batches: self.u32(),
                 credit_bytes: self.int(),
             },
@@ -133,15 +137,51 @@ impl Gen {
                 producer_id: self.int(),
                 reason: self.pick(ProducerEndReason::ALL),
             },
-            _ => Frame::AdmissionChanged {
+            6 => Frame::AdmissionChanged {
                 producer_id: self.int(),
                 open: self.bool(),
+            },
+            7 => Frame::OpenConsumer {
+                request_id: self.int(),
+                domain: self.string(MAX_NAME_BYTES),
+                emitter: self.string(MAX_NAME_BYTES),
+                credit_batches: self.u32(),
+            },
+            8 => Frame::ConsumerOpened {
+                request_id: self.int(),
+                consumer_id: self.int(),
+                fields: self.fields(),
+                granted_batches: self.u32(),
+            },
+            9 => Frame::ConsumerRefused {
+                request_id: self.int(),
+                reason: self.pick(ConsumerRefusal::ALL),
+            },
+            10 => Frame::Delivery {
+                consumer_id: self.int(),
+                delivery_seq: self.int(),
+                ipc: self.bytes(),
+            },
+            11 => Frame::DeliveryAck {
+                consumer_id: self.int(),
+                delivery_seq: self.int(),
+                accepted: self.bool(),
+            },
+            12 => Frame::ConsumerEnded {
+                consumer_id: self.int(),
+                reason: self.pick(ConsumerEndReason::ALL),
+            },
+            13 => Frame::CloseProducer {
+                producer_id: self.int(),
+            },
+            _ => Frame::CloseConsumer {
+                consumer_id: self.int(),
             },
         }
     }
 }
 
-const FRAME_KINDS: usize = 7;
+const FRAME_KINDS: usize = 15;
 
 fn encode(frame: &Frame) -> Vec<u8> {
     frame.encode().expect("a generated frame is within bounds")
@@ -157,7 +197,46 @@ fn every_frame_type_round_trips_over_generated_values() {
             let declared = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
             assert_eq!(declared + FRAME_LENGTH_BYTES, bytes.len(), "{frame:?}");
             assert_eq!(Frame::decode(&bytes), Ok(frame.clone()), "seed {seed}");
+            assert_eq!(usize::from(frame.frame_type()), kind + 1, "{frame:?}");
         }
+    }
+}
+
+#[test]
+fn type_codes_are_stable() {
+    let mut g = Gen::new(3);
+    let codes: Vec<u8> = (0..FRAME_KINDS).map(|k| g.frame(k).frame_type()).collect();
+    assert_eq!(codes, (1..=15).collect::<Vec<u8>>());
+    // Appending variants must never renumber the older ones.
+    assert_eq!(ProducerEndReason::ALL.len(), 7);
+    assert_eq!(ProducerEndReason::ALL[6], ProducerEndReason::Closed);
+    let ended = encode(&Frame::ProducerEnded {
+        producer_id: 0,
+        reason: ProducerEndReason::Relocated,
+    });
+    assert_eq!(ended.last(), Some(&5));
+}
+
+#[test]
+fn submit_header_is_the_prefix_encode_writes() {
+    let mut g = Gen::new(11);
+    for _ in 0..CASES {
+        let (producer_id, batch_seq, ipc) = (g.int(), g.int(), g.bytes());
+        let whole = encode(&Frame::SubmitBatch {
+            producer_id,
+            batch_seq,
+            ipc: ipc.clone(),
+        });
+        let header = submit_batch_header(producer_id, batch_seq, ipc.len()).unwrap();
+        assert_eq!(&whole[..SUBMIT_HEADER_BYTES], &header[..]);
+        assert_eq!(&whole[SUBMIT_HEADER_BYTES..], &ipc[..]);
+    }
+    assert!(submit_batch_header(1, 1, MAX_FRAME_IPC_BYTES).is_ok());
+    for len in [MAX_FRAME_IPC_BYTES + 1, u32::MAX as usize + 1, usize::MAX] {
+        assert!(matches!(
+            submit_batch_header(1, 1, len),
+            Err(FrameError::TooLarge { .. })
+        ));
     }
 }
 
@@ -202,6 +281,20 @@ fn every_outcome_and_reason_round_trips() {
     for &reason in ProducerEndReason::ALL {
         let frame = Frame::ProducerEnded {
             producer_id: 1,
+            reason,
+        };
+        assert_eq!(Frame::decode(&encode(&frame)), Ok(frame));
+    }
+    for &reason in ConsumerRefusal::ALL {
+        let frame = Frame::ConsumerRefused {
+            request_id: 1,
+            reason,
+        };
+        assert_eq!(Frame::decode(&encode(&frame)), Ok(frame));
+    }
+    for &reason in ConsumerEndReason::ALL {
+        let frame = Frame::ConsumerEnded {
+            consumer_id: 1,
             reason,
         };
         assert_eq!(Frame::decode(&encode(&frame)), Ok(frame));
@@ -308,6 +401,14 @@ fn hostile_frames_are_refused_with_the_right_error() {
     bad_defect.extend_from_slice(&[3, 8]);
     let mut trailing = 1u64.to_be_bytes().to_vec();
     trailing.extend_from_slice(&[1, 0]);
+    let mut ack_bad_bool = submit_prefix.clone();
+    ack_bad_bool.push(2);
+    let mut many_consumer_fields = submit_prefix.clone();
+    many_consumer_fields.extend_from_slice(&(1u32 << 20).to_be_bytes());
+    let mut bad_emitter = 1u64.to_be_bytes().to_vec();
+    bad_emitter.extend_from_slice(&0u32.to_be_bytes());
+    bad_emitter.extend_from_slice(&1u32.to_be_bytes());
+    bad_emitter.push(0xFF);
 
     let cases: Vec<HostileCase> = vec![
         ("empty frame", 0u32.to_be_bytes().to_vec(), |e| {
@@ -381,6 +482,75 @@ fn hostile_frames_are_refused_with_the_right_error() {
         }),
         ("bad refusal", raw(3, &[0, 0, 0, 0, 0, 0, 0, 0, 99]), |e| {
             matches!(e, FrameError::UnknownCode { .. })
+        }),
+        (
+            "bad consumer refusal",
+            raw(10, &[0, 0, 0, 0, 0, 0, 0, 0, 6]),
+            |e| {
+                matches!(
+                    e,
+                    FrameError::UnknownCode {
+                        field: "reason",
+                        code: 6
+                    }
+                )
+            },
+        ),
+        (
+            "bad consumer end",
+            raw(13, &[0, 0, 0, 0, 0, 0, 0, 0, 4]),
+            |e| {
+                matches!(
+                    e,
+                    FrameError::UnknownCode {
+                        field: "reason",
+                        code: 4
+                    }
+                )
+            },
+        ),
+        ("bad ack bool", raw(12, &ack_bad_bool), |e| {
+            matches!(
+                e,
+                FrameError::UnknownCode {
+                    field: "accepted",
+                    code: 2
+                }
+            )
+        }),
+        ("huge delivery", raw(11, &huge_ipc), |e| {
+            matches!(e, FrameError::FieldTooLong { field: "ipc", .. })
+        }),
+        ("short delivery", raw(11, &short_ipc), |e| {
+            matches!(e, FrameError::Truncated { field: "ipc" })
+        }),
+        (
+            "many consumer fields, few bytes",
+            raw(9, &many_consumer_fields),
+            |e| matches!(e, FrameError::Truncated { .. }),
+        ),
+        ("bad emitter utf-8", raw(8, &bad_emitter), |e| {
+            matches!(e, FrameError::InvalidUtf8 { field: "emitter" })
+        }),
+        ("trailing close", raw(14, &[0; 9]), |e| {
+            matches!(
+                e,
+                FrameError::TrailingBytes {
+                    frame_type: 14,
+                    extra_bytes: 1
+                }
+            )
+        }),
+        ("truncated close consumer", raw(15, &[0; 7]), |e| {
+            matches!(
+                e,
+                FrameError::Truncated {
+                    field: "consumer id"
+                }
+            )
+        }),
+        ("unknown type 16", raw(16, &[0; 8]), |e| {
+            *e == FrameError::UnknownType(16)
         }),
         ("trailing", raw(7, &trailing), |e| {
             matches!(

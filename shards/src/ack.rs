@@ -310,6 +310,41 @@ impl<T: Copy> AckSlab<T> {
         Ok(self.settle(handle.index, resolves, Outcome::Acked))
     }
 
+    /// Replaces `from` outstanding units with `into` new ones in one step, as a node that holds
+    /// `from` rows of a payload hands on `into` derived rows (a junction fanning out, a filter
+    /// dropping). Allowed after intake closed: the holder's own units keep the root open, so
+    /// splitting them can never resolve it early. Resolves as acked when nothing remains.
+    pub fn transfer(
+        &mut self,
+        handle: AckHandle,
+        from: u64,
+        into: u64,
+    ) -> Result<Effect, AckError> {
+        let slot = self.slot_mut(handle)?;
+        let resolves = match &mut slot.root {
+            AckRoot::Open {
+                pending,
+                intake_closed,
+                ..
+            } => {
+                if from > *pending {
+                    return Err(AckError::AckExceedsPending {
+                        handle,
+                        pending: *pending,
+                        acked: from,
+                    });
+                }
+                *pending = (*pending - from)
+                    .checked_add(into)
+                    .ok_or(AckError::PendingOverflow { handle })?;
+                *intake_closed && *pending == 0
+            }
+            AckRoot::Resolved => return Ok(Effect::Ignored),
+            AckRoot::Free { .. } => unreachable!("slot_mut refuses free slots"),
+        };
+        Ok(self.settle(handle.index, resolves, Outcome::Acked))
+    }
+
     /// Nacks the payload: the first nack resolves the root as nacked; later operations on it are
     /// ignored.
     pub fn nack(&mut self, handle: AckHandle) -> Result<Effect, AckError> {

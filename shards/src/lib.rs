@@ -5,14 +5,27 @@
 //! batchers and flush timers, the branch lifecycle (TTL, LRU eviction) and the bounded worker
 //! classes. It depends on no other Nervix crate.
 //!
-//! What exists now is the core logic those executors will run, free of I/O and threads:
-//! acknowledgement slabs ([`ack`]), branch keys and branch → shard placement ([`branch_key`]),
-//! branch lifecycle tables (TTL sweeps, LRU eviction, eviction counters; [`branch_lifecycle`]),
-//! route flush decisions ([`flush`]) and relay owner buffers ([`relay_buffer`]). The pinned
-//! executors and the shard mesh arrive with the data-plane issues.
+//! The runtime ([`runtime`]): [`runtime::ShardSet`] starts one glommio `LocalExecutor` per
+//! shard on its own thread (`nervix-shard-<i>`, pinned with `Placement::Fixed` unless told
+//! not to, with explicit io_uring memory and ring depth so it starts under an 8 MiB
+//! `ulimit -l`), connects the shard mesh ([`mesh`]: bounded SPSC glommio channels between
+//! every pair of shards, backpressure and no drops) and runs the engine's main task on each
+//! shard with a [`runtime::ShardContext`] (shard index, bounded control → shard command queue,
+//! mesh). Tasks that run too long without yielding are logged and counted ([`stall`]); shards
+//! read time from one monotonic process clock ([`clock`]). `shards/README.md` covers the
+//! kernel limits the runtime needs.
+//!
+//! The I/O-free core those executors run: acknowledgement slabs ([`ack`]), branch keys and
+//! branch → shard placement ([`branch_key`]), branch lifecycle tables (TTL sweeps, LRU
+//! eviction, eviction counters; [`branch_lifecycle`]), route flush decisions ([`flush`]) and
+//! relay owner buffers ([`relay_buffer`]).
 
 pub mod ack;
 pub mod branch_key;
 pub mod branch_lifecycle;
+pub mod clock;
 pub mod flush;
+pub mod mesh;
 pub mod relay_buffer;
+pub mod runtime;
+pub mod stall;

@@ -186,3 +186,34 @@ proptest! {
         prop_assert!(resolutions.values().all(|&count| count == 1));
     }
 }
+
+#[test]
+fn transfer_splits_held_units_after_intake_closed_and_resolves_at_zero() {
+    let mut slab: AckSlab<u64> = AckSlab::new(4).unwrap();
+    let root = slab.open(7).unwrap();
+    slab.add_pending(root, 10).unwrap();
+    slab.close_intake(root).unwrap();
+    // A junction holding 10 rows hands on 25 derived rows.
+    assert_eq!(slab.transfer(root, 10, 25).unwrap(), Effect::Counted);
+    assert_eq!(slab.ack(root, 24).unwrap(), Effect::Counted);
+    // A filter dropping the last row transfers it into nothing: the root resolves.
+    assert_eq!(
+        slab.transfer(root, 1, 0).unwrap(),
+        Effect::Resolved(Outcome::Acked)
+    );
+    let mut out = Vec::new();
+    slab.drain_resolved(&mut out);
+    assert_eq!(out, vec![(7, Outcome::Acked)]);
+}
+
+#[test]
+fn transfer_of_more_than_pending_is_refused_and_changes_nothing() {
+    let mut slab: AckSlab<u64> = AckSlab::new(4).unwrap();
+    let root = slab.open(1).unwrap();
+    slab.add_pending(root, 2).unwrap();
+    assert!(matches!(
+        slab.transfer(root, 3, 1),
+        Err(AckError::AckExceedsPending { .. })
+    ));
+    assert_eq!(slab.ack(root, 2).unwrap(), Effect::Counted);
+}

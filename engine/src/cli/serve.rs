@@ -49,9 +49,37 @@ pub struct ServeArguments {
     /// Accept console sessions without authentication (development only).
     #[arg(long)]
     insecure_console: bool,
+    /// Session protocol listener (client producers and consumers).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:47392")]
+    session_addr: SocketAddr,
+    /// `/metrics`, `/livez` and `/readyz` listener.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
+    metrics_addr: SocketAddr,
+    /// Data shards (default: cores − 1, at least 1).
+    #[arg(long, value_name = "N")]
+    shards: Option<std::num::NonZeroUsize>,
+    /// Do not pin shards to CPUs (containers, CI).
+    #[arg(long)]
+    no_pin: bool,
+    /// Longest a graceful stop waits for sinks to confirm buffered rows, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    drain_timeout_ms: u64,
+}
+
+/// Logs go to stderr; `NERVIX_LOG` (an env-filter, e.g. `debug` or `nervix=trace`) overrides
+/// the default `info`.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NERVIX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 pub fn run(arguments: &ServeArguments) -> anyhow::Result<Status> {
+    init_logging();
     if arguments.node_id == 0 {
         bail!("--node-id must be at least 1");
     }
@@ -123,6 +151,29 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
         }
     }
 
+    let shards = arguments
+        .shards
+        .unwrap_or_else(nervix::runtime::default_shards);
+    let data_plane = Arc::new(
+        nervix::runtime::DataPlane::start(nervix::runtime::DataPlaneConfig {
+            shards,
+            pin: !arguments.no_pin,
+            session_addr: arguments.session_addr,
+            data_dir: data_dir.clone(),
+        })
+        .context("cannot start the data plane")?,
+    );
+    node.attach_data_plane(data_plane.clone()).await;
+    let metrics = nervix::runtime::observe::serve(arguments.metrics_addr, data_plane.clone())
+        .await
+        .context("cannot start the metrics listener")?;
+    eprintln!(
+        "nervix: {} shard(s); sessions on {}; metrics on {}",
+        data_plane.shard_count(),
+        data_plane.session_addr(),
+        metrics
+    );
+
     let mut console = ConsoleConfig::new(arguments.console_addr);
     if let (Some(cert), Some(key)) = (&arguments.console_tls_cert, &arguments.console_tls_key) {
         console.tls = Some(tls_config(cert, key).context("cannot load the console certificate")?);
@@ -145,8 +196,14 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
     );
 
     wait_for_termination().await?;
-    eprintln!("nervix: shutting down");
+    eprintln!("nervix: shutting down: flushing and waiting for sinks");
     server.shutdown().await;
+    let (data_plane, node) = (data_plane, node);
+    node.detach_data_plane();
+    match Arc::try_unwrap(data_plane) {
+        Ok(data_plane) => data_plane.shutdown(arguments.drain_timeout_ms).await,
+        Err(_) => eprintln!("nervix: the data plane is still in use; leaving it to the OS"),
+    }
     match Arc::try_unwrap(node) {
         Ok(node) => node
             .into_raft()

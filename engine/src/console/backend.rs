@@ -46,6 +46,16 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
     /// Called once when the connection ends (discard an open transaction and the like).
     fn close_session(&self, session: Self::Session);
+
+    /// Lines the session streams on its own (subscriptions), written between statements while
+    /// the connection waits for input; `None` when it streams nothing.
+    fn stream<'s>(
+        &self,
+        session: &'s mut Self::Session,
+    ) -> Option<&'s mut tokio::sync::mpsc::Receiver<String>> {
+        let _ = session;
+        None
+    }
 }
 
 /// The answer to one statement: its output lines, then whether it succeeded.

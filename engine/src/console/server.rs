@@ -273,8 +273,18 @@ where
                     break;
                 }
                 let authenticated = protocol.is_authenticated();
+                let streamed = async {
+                    match session.as_mut().and_then(|s| backend.stream(s)) {
+                        Some(lines) => lines.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 let read = tokio::select! {
                     _ = stopped(&mut stop) => break,
+                    Some(line) = streamed => {
+                        healthy = send(&mut writer, &line).await;
+                        continue;
+                    }
                     _ = tokio::time::sleep_until(auth_deadline), if !authenticated => {
                         let _ = send(&mut writer, "ERROR authentication timed out: closing").await;
                         break;

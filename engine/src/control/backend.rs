@@ -39,6 +39,17 @@ impl ConsoleBackend for ControlNode {
     }
 
     fn close_session(&self, session: ControlSession) {
-        drop(session);
+        if let Some(data_plane) = self.data_plane() {
+            for id in session.subscription_ids.values() {
+                data_plane.unsubscribe(*id);
+            }
+        }
+    }
+
+    fn stream<'s>(
+        &self,
+        session: &'s mut ControlSession,
+    ) -> Option<&'s mut tokio::sync::mpsc::Receiver<String>> {
+        (!session.subscription_ids.is_empty()).then_some(&mut session.incoming)
     }
 }

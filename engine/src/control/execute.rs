@@ -37,6 +37,8 @@ pub struct ControlNode {
     resources_dir: PathBuf,
     /// This node's name in SHOW CLUSTER STATUS and SHOW INGESTORS.
     pub node_name: String,
+    /// The shards running started domains; absent on a catalog-only node (tests, tools).
+    data_plane: std::sync::Mutex<Option<std::sync::Arc<crate::runtime::DataPlane>>>,
 }
 
 fn refusal(error: CatalogError) -> Reply {
@@ -54,6 +56,35 @@ impl ControlNode {
             writer: tokio::sync::Mutex::new(()),
             resources_dir,
             node_name,
+            data_plane: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Runs started domains on `data_plane` from now on (and reconciles it with the catalog).
+    pub async fn attach_data_plane(&self, data_plane: std::sync::Arc<crate::runtime::DataPlane>) {
+        if let Ok(mut slot) = self.data_plane.lock() {
+            *slot = Some(data_plane);
+        }
+        self.reconcile_data_plane().await;
+    }
+
+    /// Stops handing changes to the data plane (shutdown).
+    pub fn detach_data_plane(&self) {
+        if let Ok(mut slot) = self.data_plane.lock() {
+            *slot = None;
+        }
+    }
+
+    pub fn data_plane(&self) -> Option<std::sync::Arc<crate::runtime::DataPlane>> {
+        self.data_plane.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// Brings the data plane in line with the catalog (after every committed change).
+    async fn reconcile_data_plane(&self) {
+        if let Some(data_plane) = self.data_plane() {
+            data_plane
+                .reconcile(|prepare| self.read(|catalog| prepare(catalog)))
+                .await;
         }
     }
 
@@ -78,7 +109,10 @@ impl ControlNode {
         }
         let command = ControlCommand { changes }.encode();
         match self.raft.write(command).await {
-            Ok(answer) if answer == APPLIED => Ok(()),
+            Ok(answer) if answer == APPLIED => {
+                self.reconcile_data_plane().await;
+                Ok(())
+            }
             Ok(answer) => Err(CatalogError::new(
                 span,
                 String::from_utf8_lossy(&answer).into_owned(),
@@ -298,12 +332,45 @@ impl ControlNode {
                         ),
                     ));
                 }
+                let relay_fields = self.read(|c| {
+                    let domain = &c.domains[&domain];
+                    crate::validate::route::relay_fields(
+                        &crate::catalog::DomainScope::new(c, domain),
+                        &create.relay,
+                    )
+                    .map(|(_, fields)| fields)
+                })?;
+                let filter = match &create.filter {
+                    Some(expr) => Some(
+                        crate::runtime::subscribe::check_filter(&relay_fields, expr)
+                            .map_err(|e| CatalogError::new(e.span, e.message))?,
+                    ),
+                    None => None,
+                };
+                if let Some(data_plane) = self.data_plane() {
+                    let spec = crate::runtime::subscribe::SubscriptionSpec {
+                        name: create.name.name.clone(),
+                        domain: domain.clone(),
+                        relay: create.relay.name.clone(),
+                        relay_fields,
+                        filter,
+                        sample_rate: create.sample_rate.unwrap_or(1.0),
+                        sink: session.lines.clone(),
+                    };
+                    let id = data_plane
+                        .subscribe(spec)
+                        .await
+                        .map_err(|message| CatalogError::new(span, message))?;
+                    session
+                        .subscription_ids
+                        .insert(create.name.name.clone(), id);
+                }
                 session
                     .subscriptions
                     .insert(create.name.name.clone(), (domain, create.clone()));
                 Ok(vec![format!(
-                    "subscription '{}' registered; rows stream once the data plane runs the domain",
-                    create.name.name
+                    "subscription '{}' streams rows of relay '{}' as lines '{}: <json>' while its domain runs",
+                    create.name.name, create.relay.name, create.name.name
                 )])
             }
             Statement::Session(SessionStmt::Drop {
@@ -311,7 +378,15 @@ impl ControlNode {
                 if_exists,
                 name,
             }) => match session.subscriptions.remove(&name.name) {
-                Some(_) => Ok(Vec::new()),
+                Some(_) => {
+                    if let (Some(id), Some(data_plane)) = (
+                        session.subscription_ids.remove(&name.name),
+                        self.data_plane(),
+                    ) {
+                        data_plane.unsubscribe(id);
+                    }
+                    Ok(Vec::new())
+                }
                 None if *if_exists => Ok(vec![format!(
                     "subscription '{}' does not exist, skipped",
                     name.name

@@ -27,24 +27,35 @@ pub const MAX_TRANSACTION_STATEMENTS: usize = 10_000;
 /// The bound on subscriptions one session may hold.
 pub const MAX_SESSION_SUBSCRIPTIONS: usize = 64;
 
-#[derive(Debug)]
 pub struct ControlSession {
     pub user: String,
     pub role: Role,
     pub domain: Option<String>,
     pub transaction: Option<Transaction>,
-    /// Console subscriptions by name (session-scoped, never persisted).
+    /// Console subscriptions by name (session-scoped, never persisted), with the data plane's
+    /// id for each once registered there.
     pub subscriptions: BTreeMap<String, (String, CreateSubscription)>,
+    pub subscription_ids: BTreeMap<String, u64>,
+    /// Where the data plane sends subscription lines, and where the console reads them.
+    pub lines: tokio::sync::mpsc::Sender<String>,
+    pub incoming: tokio::sync::mpsc::Receiver<String>,
 }
+
+/// Subscription lines a session may have unread before rows are skipped.
+pub const SUBSCRIPTION_QUEUE_LINES: usize = 4_096;
 
 impl ControlSession {
     pub fn new(user: &str, role: Role) -> ControlSession {
+        let (lines, incoming) = tokio::sync::mpsc::channel(SUBSCRIPTION_QUEUE_LINES);
         ControlSession {
             user: user.to_string(),
             role,
             domain: None,
             transaction: None,
             subscriptions: BTreeMap::new(),
+            subscription_ids: BTreeMap::new(),
+            lines,
+            incoming,
         }
     }
 }

@@ -46,7 +46,12 @@ pub struct Node {
     pub child: Child,
     pub console: SocketAddr,
     pub raft: SocketAddr,
+    /// The session protocol listener (client producers and consumers).
+    pub session: SocketAddr,
+    /// `/metrics`, `/livez`, `/readyz`.
+    pub metrics: SocketAddr,
     pub data_dir: PathBuf,
+    extra: Vec<String>,
 }
 
 impl Node {
@@ -61,6 +66,18 @@ impl Node {
         raft: SocketAddr,
         extra: &[&str],
     ) -> Node {
+        Node::start_full(data_dir, console, raft, free_addr(), free_addr(), extra)
+    }
+
+    /// Every listener chosen by the caller; one shard, unpinned (tests share the machine).
+    pub fn start_full(
+        data_dir: &Path,
+        console: SocketAddr,
+        raft: SocketAddr,
+        session: SocketAddr,
+        metrics: SocketAddr,
+        extra: &[&str],
+    ) -> Node {
         let child = Command::new(env!("CARGO_BIN_EXE_nervix"))
             .args(["serve", "--data-dir"])
             .arg(data_dir)
@@ -69,18 +86,28 @@ impl Node {
                 &console.to_string(),
                 "--raft-addr",
                 &raft.to_string(),
+                "--session-addr",
+                &session.to_string(),
+                "--metrics-addr",
+                &metrics.to_string(),
+                "--shards",
+                "1",
+                "--no-pin",
             ])
             .args(extra)
             .env("NERVIX_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(log_file(data_dir))
             .spawn()
             .expect("nervix serve starts");
         let node = Node {
             child,
             console,
             raft,
+            session,
+            metrics,
             data_dir: data_dir.to_path_buf(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         let deadline = Instant::now() + START_TIMEOUT;
         while TcpStream::connect(console).is_err() {
@@ -102,7 +129,15 @@ impl Node {
     /// The same data dir and ports, after a kill.
     pub fn restart(&mut self) {
         self.kill();
-        let fresh = Node::start_on(&self.data_dir, self.console, self.raft, &[]);
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let fresh = Node::start_full(
+            &self.data_dir,
+            self.console,
+            self.raft,
+            self.session,
+            self.metrics,
+            &extra,
+        );
         *self = fresh;
     }
 
@@ -128,10 +163,33 @@ fn greets(addr: SocketAddr) -> bool {
     BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("NERVIX ")
 }
 
+/// The node's stderr goes to `<data dir>.log` (never a pipe nobody reads, which would block
+/// the node once full); tests print it when they fail.
+fn log_file(data_dir: &Path) -> Stdio {
+    let path = data_dir.with_extension("log");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null())
+}
+
+impl Node {
+    /// What the node wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() {
+            eprintln!("--- node log ---\n{}", self.log());
+        }
         let _ = std::fs::remove_dir_all(&self.data_dir);
+        let _ = std::fs::remove_file(self.data_dir.with_extension("log"));
     }
 }
 

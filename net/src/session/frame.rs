@@ -1,7 +1,12 @@
-//! The frames of the session protocol's producer side, and their encoding (DESIGN §8; spec:
-//! Client Ingestors, "Outcomes" and "Producers").
+//! The frames of the session protocol, producer and consumer side, and their encoding
+//! (DESIGN §8; spec: Client Ingestors, "Outcomes" and "Producers").
 //!
-//! This module owns the bytes of every producer frame: a frame is a `u32` big-endian length,
+//! Type codes: 1 open producer, 2 producer opened, 3 open refused, 4 submit batch, 5 batch
+//! outcome, 6 producer ended, 7 admission changed, 8 open consumer, 9 consumer opened,
+//! 10 consumer refused, 11 delivery, 12 delivery ack, 13 consumer ended, 14 close producer,
+//! 15 close consumer.
+//!
+//! This module owns the bytes of every session frame: a frame is a `u32` big-endian length,
 //! then a `u8` frame type, then the body; the length counts the type byte and the body and is
 //! at most [`MAX_SESSION_FRAME_BYTES`]. Bodies are written by hand, field by field: integers
 //! big-endian (`u8`, `u32`, `u64`), booleans one byte `0` or `1`, strings a `u32` byte length
@@ -27,6 +32,8 @@
 //! keeps reporting that error, and the session is closed.
 
 use crate::batch::BatchDefect;
+
+use super::wire::{Code, Reader, Writer};
 
 /// The most bytes one session frame may declare: its type byte and body (32 MiB).
 pub const MAX_SESSION_FRAME_BYTES: usize = 32 << 20;
@@ -152,6 +159,38 @@ pub enum ProducerEndReason {
     OwnerLost,
     /// A planned ownership handoff moved the ingestor to another node.
     Relocated,
+    /// The client closed the producer ([`Frame::CloseProducer`]).
+    Closed,
+}
+
+/// Why an open of a consumer was refused; nothing is left attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerRefusal {
+    /// The domain does not exist.
+    DomainNotFound,
+    /// The domain is stopped.
+    DomainStopped,
+    /// The emitter does not exist.
+    EmitterNotFound,
+    /// The emitter is not a CLIENT CONSUMER emitter.
+    NotClientEmitter,
+    /// The credit asked for is larger than one consumer may ask for.
+    CreditTooLarge,
+    /// The session or the node has no room left for another consumer.
+    NoRoom,
+}
+
+/// Why the server ended a consumer; the last event about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerEndReason {
+    /// The consumer broke the protocol, e.g. acknowledged a delivery it was never sent.
+    ProtocolViolation,
+    /// The emitter was stopped or dropped.
+    EmitterStopped,
+    /// The domain was stopped or dropped.
+    DomainStopped,
+    /// The client closed the consumer ([`Frame::CloseConsumer`]).
+    Closed,
 }
 
 /// Why an admitted batch failed.
@@ -264,7 +303,7 @@ impl Outcome {
     }
 }
 
-/// One frame of the session protocol's producer side.
+/// One frame of the session protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     /// Client → server: open a producer on an ingestor.
@@ -342,6 +381,76 @@ pub enum Frame {
         /// Whether admission is open now.
         open: bool,
     },
+    /// Client → server: attach a consumer to a CLIENT CONSUMER emitter.
+    OpenConsumer {
+        /// Chosen by the client; echoed by the answer.
+        request_id: u64,
+        /// The explicit domain.
+        domain: String,
+        /// The client emitter.
+        emitter: String,
+        /// The deliveries it asks to have unacknowledged at once.
+        credit_batches: u32,
+    },
+    /// Server → client: the consumer is attached.
+    ConsumerOpened {
+        /// The open's request id.
+        request_id: u64,
+        /// The consumer's id on this session.
+        consumer_id: u64,
+        /// The emitter's TO SCHEMA, in order: every delivery carries exactly these fields.
+        fields: Vec<ExpectedField>,
+        /// The deliveries granted.
+        granted_batches: u32,
+    },
+    /// Server → client: the consumer open was refused; nothing is attached.
+    ConsumerRefused {
+        /// The open's request id.
+        request_id: u64,
+        /// Why.
+        reason: ConsumerRefusal,
+    },
+    /// Server → client: one batch, a canonical Arrow IPC stream (schema, one batch, end of
+    /// stream), as [`crate::batch::encode_batch`] writes it. It holds one batch of the
+    /// consumer's credit until the client acknowledges it.
+    Delivery {
+        /// The consumer.
+        consumer_id: u64,
+        /// The delivery's sequence number, chosen by the server.
+        delivery_seq: u64,
+        /// The Arrow IPC stream.
+        ipc: Vec<u8>,
+    },
+    /// Client → server: a delivery's rows are acknowledged (`accepted`) or negatively
+    /// acknowledged; either returns its batch of credit.
+    DeliveryAck {
+        /// The consumer.
+        consumer_id: u64,
+        /// The delivery.
+        delivery_seq: u64,
+        /// `true` acknowledges the rows, `false` negatively acknowledges them.
+        accepted: bool,
+    },
+    /// Server → client: the consumer ended; the last event about it.
+    ConsumerEnded {
+        /// The consumer.
+        consumer_id: u64,
+        /// Why.
+        reason: ConsumerEndReason,
+    },
+    /// Client → server: detach a producer; the server answers with
+    /// [`Frame::ProducerEnded`] ([`ProducerEndReason::Closed`]) after the outcomes of the
+    /// batches it holds.
+    CloseProducer {
+        /// The producer.
+        producer_id: u64,
+    },
+    /// Client → server: detach a consumer; the server answers with
+    /// [`Frame::ConsumerEnded`] ([`ConsumerEndReason::Closed`]).
+    CloseConsumer {
+        /// The consumer.
+        consumer_id: u64,
+    },
 }
 
 const TYPE_OPEN_PRODUCER: u8 = 1;
@@ -351,30 +460,50 @@ const TYPE_SUBMIT_BATCH: u8 = 4;
 const TYPE_BATCH_OUTCOME: u8 = 5;
 const TYPE_PRODUCER_ENDED: u8 = 6;
 const TYPE_ADMISSION_CHANGED: u8 = 7;
+const TYPE_OPEN_CONSUMER: u8 = 8;
+const TYPE_CONSUMER_OPENED: u8 = 9;
+const TYPE_CONSUMER_REFUSED: u8 = 10;
+const TYPE_DELIVERY: u8 = 11;
+const TYPE_DELIVERY_ACK: u8 = 12;
+const TYPE_CONSUMER_ENDED: u8 = 13;
+const TYPE_CLOSE_PRODUCER: u8 = 14;
+const TYPE_CLOSE_CONSUMER: u8 = 15;
 
-/// The fewest body bytes one expected field takes: two empty strings and the flags byte.
-const MIN_EXPECTED_FIELD_BYTES: usize = 4 + 4 + 1;
+/// The bytes of a [`Frame::SubmitBatch`] before its IPC bytes: the length prefix, the type
+/// byte, the producer id, the batch sequence number and the IPC length.
+pub const SUBMIT_HEADER_BYTES: usize = FRAME_LENGTH_BYTES + 1 + 8 + 8 + 4;
 
-const FLAG_OPTIONAL: u8 = 0b01;
-const FLAG_SENSITIVE: u8 = 0b10;
+/// The most IPC bytes one [`Frame::SubmitBatch`] (or [`Frame::Delivery`]) can carry.
+pub const MAX_FRAME_IPC_BYTES: usize =
+    MAX_SESSION_FRAME_BYTES - (SUBMIT_HEADER_BYTES - FRAME_LENGTH_BYTES);
 
-/// Maps an enumeration to its code byte and back; codes are its position in `ALL`.
-trait Code: Copy + PartialEq + 'static {
-    const ALL: &'static [Self];
-    const FIELD: &'static str;
-    fn code(self) -> u8 {
-        // `ALL` lists every variant, so the position is always found.
-        Self::ALL.iter().position(|v| *v == self).unwrap_or(0) as u8
-    }
-    fn from_code(code: u8) -> Result<Self, FrameError> {
-        Self::ALL
-            .get(usize::from(code))
-            .copied()
-            .ok_or(FrameError::UnknownCode {
-                field: Self::FIELD,
-                code,
+/// The bytes [`Frame::encode`] writes for a [`Frame::SubmitBatch`] before its `ipc_len` IPC
+/// bytes, so a client can send the header and bytes it already holds without copying them into
+/// one buffer. Refuses IPC bytes that would make the frame too large.
+pub fn submit_batch_header(
+    producer_id: u64,
+    batch_seq: u64,
+    ipc_len: usize,
+) -> Result<[u8; SUBMIT_HEADER_BYTES], FrameError> {
+    let ipc = match u32::try_from(ipc_len) {
+        Ok(n) if ipc_len <= MAX_FRAME_IPC_BYTES => n,
+        _ => {
+            return Err(FrameError::TooLarge {
+                len_bytes: (ipc_len as u64)
+                    .saturating_add((SUBMIT_HEADER_BYTES - FRAME_LENGTH_BYTES) as u64),
+                max_bytes: MAX_SESSION_FRAME_BYTES,
             })
-    }
+        }
+    };
+    // `ipc_len <= MAX_FRAME_IPC_BYTES` keeps the sum within `MAX_SESSION_FRAME_BYTES`.
+    let declared = ipc + (SUBMIT_HEADER_BYTES - FRAME_LENGTH_BYTES) as u32;
+    let mut out = [0u8; SUBMIT_HEADER_BYTES];
+    out[..4].copy_from_slice(&declared.to_be_bytes());
+    out[4] = TYPE_SUBMIT_BATCH;
+    out[5..13].copy_from_slice(&producer_id.to_be_bytes());
+    out[13..21].copy_from_slice(&batch_seq.to_be_bytes());
+    out[21..25].copy_from_slice(&ipc.to_be_bytes());
+    Ok(out)
 }
 
 impl Code for OpenRefusal {
@@ -400,6 +529,29 @@ impl Code for ProducerEndReason {
         Self::DomainStopped,
         Self::OwnerLost,
         Self::Relocated,
+        Self::Closed,
+    ];
+    const FIELD: &'static str = "reason";
+}
+
+impl Code for ConsumerRefusal {
+    const ALL: &'static [Self] = &[
+        Self::DomainNotFound,
+        Self::DomainStopped,
+        Self::EmitterNotFound,
+        Self::NotClientEmitter,
+        Self::CreditTooLarge,
+        Self::NoRoom,
+    ];
+    const FIELD: &'static str = "reason";
+}
+
+impl Code for ConsumerEndReason {
+    const ALL: &'static [Self] = &[
+        Self::ProtocolViolation,
+        Self::EmitterStopped,
+        Self::DomainStopped,
+        Self::Closed,
     ];
     const FIELD: &'static str = "reason";
 }
@@ -443,6 +595,16 @@ impl DefectKind {
     pub const ALL: &'static [Self] = <Self as Code>::ALL;
 }
 
+impl ConsumerRefusal {
+    /// Every refusal, in code order.
+    pub const ALL: &'static [Self] = <Self as Code>::ALL;
+}
+
+impl ConsumerEndReason {
+    /// Every end reason, in code order.
+    pub const ALL: &'static [Self] = <Self as Code>::ALL;
+}
+
 const OUTCOME_COMPLETED: u8 = 0;
 const OUTCOME_REJECTED: u8 = 1;
 const OUTCOME_FAILED: u8 = 2;
@@ -453,111 +615,6 @@ const OUTCOME_DRAINING: u8 = 6;
 const OUTCOME_UNKNOWN: u8 = 7;
 const OUTCOME_SUSPENDED: u8 = 8;
 const OUTCOME_BUSY: u8 = 9;
-
-/// Writes a body, refusing fields longer than their bounds.
-struct Writer {
-    out: Vec<u8>,
-}
-
-impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.out.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.out.extend_from_slice(&v.to_be_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.out.extend_from_slice(&v.to_be_bytes());
-    }
-    fn bool(&mut self, v: bool) {
-        self.u8(u8::from(v));
-    }
-    fn len(&mut self, field: &'static str, len: usize, max: usize) -> Result<(), FrameError> {
-        match u32::try_from(len) {
-            Ok(n) if len <= max => {
-                self.u32(n);
-                Ok(())
-            }
-            _ => Err(FrameError::FieldTooLong {
-                field,
-                len_bytes: len as u64,
-                max_bytes: max,
-            }),
-        }
-    }
-    fn str(&mut self, field: &'static str, v: &str, max: usize) -> Result<(), FrameError> {
-        self.len(field, v.len(), max)?;
-        self.out.extend_from_slice(v.as_bytes());
-        Ok(())
-    }
-    fn bytes(&mut self, field: &'static str, v: &[u8]) -> Result<(), FrameError> {
-        self.len(field, v.len(), MAX_SESSION_FRAME_BYTES)?;
-        self.out.extend_from_slice(v);
-        Ok(())
-    }
-}
-
-/// Reads a body; every read checks the remaining length first.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], FrameError> {
-        if n > self.rest.len() {
-            return Err(FrameError::Truncated { field });
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], FrameError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(field, N)?);
-        Ok(a)
-    }
-    fn u8(&mut self, field: &'static str) -> Result<u8, FrameError> {
-        Ok(self.array::<1>(field)?[0])
-    }
-    fn u32(&mut self, field: &'static str) -> Result<u32, FrameError> {
-        Ok(u32::from_be_bytes(self.array(field)?))
-    }
-    fn u64(&mut self, field: &'static str) -> Result<u64, FrameError> {
-        Ok(u64::from_be_bytes(self.array(field)?))
-    }
-    fn bool(&mut self, field: &'static str) -> Result<bool, FrameError> {
-        match self.u8(field)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            code => Err(FrameError::UnknownCode { field, code }),
-        }
-    }
-    fn code<T: Code>(&mut self) -> Result<T, FrameError> {
-        T::from_code(self.u8(T::FIELD)?)
-    }
-    fn len(&mut self, field: &'static str, max: usize) -> Result<usize, FrameError> {
-        let len = self.u32(field)?;
-        match usize::try_from(len) {
-            Ok(n) if n <= max => Ok(n),
-            _ => Err(FrameError::FieldTooLong {
-                field,
-                len_bytes: u64::from(len),
-                max_bytes: max,
-            }),
-        }
-    }
-    fn str(&mut self, field: &'static str, max: usize) -> Result<String, FrameError> {
-        let len = self.len(field, max)?;
-        let raw = self.take(field, len)?;
-        std::str::from_utf8(raw)
-            .map(str::to_owned)
-            .map_err(|_| FrameError::InvalidUtf8 { field })
-    }
-    fn bytes(&mut self, field: &'static str) -> Result<Vec<u8>, FrameError> {
-        let len = self.len(field, MAX_SESSION_FRAME_BYTES)?;
-        Ok(self.take(field, len)?.to_vec())
-    }
-}
 
 impl Frame {
     /// The frame's type byte.
@@ -570,6 +627,14 @@ impl Frame {
             Self::BatchOutcome { .. } => TYPE_BATCH_OUTCOME,
             Self::ProducerEnded { .. } => TYPE_PRODUCER_ENDED,
             Self::AdmissionChanged { .. } => TYPE_ADMISSION_CHANGED,
+            Self::OpenConsumer { .. } => TYPE_OPEN_CONSUMER,
+            Self::ConsumerOpened { .. } => TYPE_CONSUMER_OPENED,
+            Self::ConsumerRefused { .. } => TYPE_CONSUMER_REFUSED,
+            Self::Delivery { .. } => TYPE_DELIVERY,
+            Self::DeliveryAck { .. } => TYPE_DELIVERY_ACK,
+            Self::ConsumerEnded { .. } => TYPE_CONSUMER_ENDED,
+            Self::CloseProducer { .. } => TYPE_CLOSE_PRODUCER,
+            Self::CloseConsumer { .. } => TYPE_CLOSE_CONSUMER,
         }
     }
 
@@ -593,23 +658,7 @@ impl Frame {
                 w.u64(*request_id);
                 w.str("domain", domain, MAX_NAME_BYTES)?;
                 w.str("ingestor", ingestor, MAX_NAME_BYTES)?;
-                w.len(
-                    "expected fields",
-                    expected_fields.len(),
-                    MAX_SESSION_FRAME_BYTES / MIN_EXPECTED_FIELD_BYTES,
-                )?;
-                for f in expected_fields {
-                    w.str("field name", &f.name, MAX_NAME_BYTES)?;
-                    w.str("field type", &f.type_text, MAX_TYPE_TEXT_BYTES)?;
-                    let mut flags = 0;
-                    if f.optional {
-                        flags |= FLAG_OPTIONAL;
-                    }
-                    if f.sensitive {
-                        flags |= FLAG_SENSITIVE;
-                    }
-                    w.u8(flags);
-                }
+                w.fields("expected fields", expected_fields)?;
                 w.u32(*credit_batches);
                 w.u64(*credit_bytes);
             }
@@ -688,6 +737,59 @@ impl Frame {
                 w.u64(*producer_id);
                 w.bool(*open);
             }
+            Self::OpenConsumer {
+                request_id,
+                domain,
+                emitter,
+                credit_batches,
+            } => {
+                w.u64(*request_id);
+                w.str("domain", domain, MAX_NAME_BYTES)?;
+                w.str("emitter", emitter, MAX_NAME_BYTES)?;
+                w.u32(*credit_batches);
+            }
+            Self::ConsumerOpened {
+                request_id,
+                consumer_id,
+                fields,
+                granted_batches,
+            } => {
+                w.u64(*request_id);
+                w.u64(*consumer_id);
+                w.fields("fields", fields)?;
+                w.u32(*granted_batches);
+            }
+            Self::ConsumerRefused { request_id, reason } => {
+                w.u64(*request_id);
+                w.u8(reason.code());
+            }
+            Self::Delivery {
+                consumer_id,
+                delivery_seq,
+                ipc,
+            } => {
+                w.u64(*consumer_id);
+                w.u64(*delivery_seq);
+                w.bytes("ipc", ipc)?;
+            }
+            Self::DeliveryAck {
+                consumer_id,
+                delivery_seq,
+                accepted,
+            } => {
+                w.u64(*consumer_id);
+                w.u64(*delivery_seq);
+                w.bool(*accepted);
+            }
+            Self::ConsumerEnded {
+                consumer_id,
+                reason,
+            } => {
+                w.u64(*consumer_id);
+                w.u8(reason.code());
+            }
+            Self::CloseProducer { producer_id } => w.u64(*producer_id),
+            Self::CloseConsumer { consumer_id } => w.u64(*consumer_id),
         }
         let len = w.out.len() - FRAME_LENGTH_BYTES;
         let declared = match u32::try_from(len) {
@@ -711,29 +813,7 @@ impl Frame {
                 let request_id = r.u64("request id")?;
                 let domain = r.str("domain", MAX_NAME_BYTES)?;
                 let ingestor = r.str("ingestor", MAX_NAME_BYTES)?;
-                let count = r.len(
-                    "expected fields",
-                    MAX_SESSION_FRAME_BYTES / MIN_EXPECTED_FIELD_BYTES,
-                )?;
-                let mut expected_fields =
-                    Vec::with_capacity(count.min(r.rest.len() / MIN_EXPECTED_FIELD_BYTES));
-                for _ in 0..count {
-                    let name = r.str("field name", MAX_NAME_BYTES)?;
-                    let type_text = r.str("field type", MAX_TYPE_TEXT_BYTES)?;
-                    let flags = r.u8("field flags")?;
-                    if flags & !(FLAG_OPTIONAL | FLAG_SENSITIVE) != 0 {
-                        return Err(FrameError::UnknownCode {
-                            field: "field flags",
-                            code: flags,
-                        });
-                    }
-                    expected_fields.push(ExpectedField {
-                        name,
-                        type_text,
-                        optional: flags & FLAG_OPTIONAL != 0,
-                        sensitive: flags & FLAG_SENSITIVE != 0,
-                    });
-                }
+                let expected_fields = r.fields("expected fields")?;
                 Self::OpenProducer {
                     request_id,
                     domain,
@@ -800,6 +880,42 @@ impl Frame {
             TYPE_ADMISSION_CHANGED => Self::AdmissionChanged {
                 producer_id: r.u64("producer id")?,
                 open: r.bool("open")?,
+            },
+            TYPE_OPEN_CONSUMER => Self::OpenConsumer {
+                request_id: r.u64("request id")?,
+                domain: r.str("domain", MAX_NAME_BYTES)?,
+                emitter: r.str("emitter", MAX_NAME_BYTES)?,
+                credit_batches: r.u32("credit batches")?,
+            },
+            TYPE_CONSUMER_OPENED => Self::ConsumerOpened {
+                request_id: r.u64("request id")?,
+                consumer_id: r.u64("consumer id")?,
+                fields: r.fields("fields")?,
+                granted_batches: r.u32("granted batches")?,
+            },
+            TYPE_CONSUMER_REFUSED => Self::ConsumerRefused {
+                request_id: r.u64("request id")?,
+                reason: r.code()?,
+            },
+            TYPE_DELIVERY => Self::Delivery {
+                consumer_id: r.u64("consumer id")?,
+                delivery_seq: r.u64("delivery seq")?,
+                ipc: r.bytes("ipc")?,
+            },
+            TYPE_DELIVERY_ACK => Self::DeliveryAck {
+                consumer_id: r.u64("consumer id")?,
+                delivery_seq: r.u64("delivery seq")?,
+                accepted: r.bool("accepted")?,
+            },
+            TYPE_CONSUMER_ENDED => Self::ConsumerEnded {
+                consumer_id: r.u64("consumer id")?,
+                reason: r.code()?,
+            },
+            TYPE_CLOSE_PRODUCER => Self::CloseProducer {
+                producer_id: r.u64("producer id")?,
+            },
+            TYPE_CLOSE_CONSUMER => Self::CloseConsumer {
+                consumer_id: r.u64("consumer id")?,
             },
             other => return Err(FrameError::UnknownType(other)),
         };

@@ -4,16 +4,19 @@
 //! owns the pure, socket-free and clock-free parts of it, so they can be tested exhaustively:
 //!
 //! - [`frame`]: the frames a producer exchanges with the server (open, opened, refused,
-//!   submit, outcome, ended, admission changed), their hand-written encoding, and a
-//!   [`frame::FrameDecoder`] that turns arbitrary byte chunks into frames or a
-//!   [`frame::FrameError`], never panicking and never buffering more than one bounded frame.
+//!   submit, outcome, ended, admission changed, close) and those a consumer exchanges with it
+//!   (open, opened, refused, delivery, delivery ack, ended, close), their hand-written encoding
+//!   (primitives in the private `wire` module), and a [`frame::FrameDecoder`] that turns
+//!   arbitrary byte chunks into frames or a [`frame::FrameError`], never panicking and never
+//!   buffering more than one bounded frame.
 //! - [`credit`]: the server-side ledger of one producer's credit ([`credit::ProducerCredit`]):
 //!   a batch holds its share from the moment it is sent until its outcome is observed, and a
 //!   batch beyond the credit is refused as credit exceeded and ends the producer as a protocol
 //!   violation.
 //!
-//! The listener, the session state machine that drives these, and consumers arrive with the
-//! data-plane issues.
+//! The client side that drives these over a socket is [`crate::client`]; the server's listener
+//! and session state machine live in the engine.
 
 pub mod credit;
 pub mod frame;
+mod wire;

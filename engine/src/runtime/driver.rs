@@ -1,0 +1,379 @@
+//! The main task of each shard: control commands, the session listener (on the graph shard),
+//! the flush ticker and file-sink completions, all as local tasks around one
+//! [`ShardState`].
+//!
+//! The ticker sleeps until the earliest flush deadline, TTL expiry or ack timeout the state
+//! reports (at most [`MAX_TICK_SLEEP_MS`]), and is woken early whenever new work may have armed
+//! an earlier deadline (a kick), so FLUSH IMMEDIATE's 100 µs window is kept without polling.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nervix_net::session::frame::ProducerEndReason;
+use nervix_shards::runtime::ShardContext;
+
+use super::plan::DomainPlan;
+use super::shard::graph::{NodeRef, Tap};
+use super::shard::ShardState;
+
+/// The longest the ticker sleeps without a deadline (branch TTL sweeps, ack timeouts).
+pub const MAX_TICK_SLEEP_MS: u64 = 50;
+
+/// Control → shard.
+pub enum Command {
+    /// Domains the catalog knows and whether each is started.
+    Known(Vec<(String, bool)>),
+    Deploy {
+        plan: Arc<DomainPlan>,
+        done: tokio::sync::oneshot::Sender<()>,
+    },
+    Undeploy {
+        domain: String,
+        done: tokio::sync::oneshot::Sender<()>,
+    },
+    Subscribe {
+        id: u64,
+        label: String,
+        domain: String,
+        relay: String,
+        filter: Option<crate::vm::Program>,
+        sample_rate: f64,
+        sink: tokio::sync::mpsc::Sender<String>,
+        done: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+    Unsubscribe {
+        id: u64,
+    },
+    Stats {
+        reply: tokio::sync::oneshot::Sender<ShardStats>,
+    },
+    /// Flush everything, let sinks finish for at most `deadline_ms`, end attachments.
+    Drain {
+        deadline_ms: u64,
+        done: tokio::sync::oneshot::Sender<()>,
+    },
+}
+
+/// Figures one shard reports for DESCRIBE and `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct ShardStats {
+    pub shard: usize,
+    pub counters: super::shard::ShardCounters,
+    pub open_roots: u32,
+    pub producers: usize,
+    pub consumers: usize,
+    pub stalls: u64,
+    /// Per domain: nodes (kind, name, rows in, rows out, message errors), relays (name, frames
+    /// held, rows published), branches (name, live, evictions ttl/lru/explicit).
+    pub domains: Vec<DomainStats>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DomainStats {
+    pub domain: String,
+    pub nodes: Vec<(String, String, u64, u64, u64)>,
+    pub relays: Vec<(String, usize, u64)>,
+    pub branches: Vec<(String, usize, u64, u64, u64)>,
+    pub ingestors: Vec<IngestorStats>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct IngestorStats {
+    pub name: String,
+    pub producers: usize,
+    pub outstanding_batches: u32,
+    pub outstanding_bytes: u64,
+    pub admitted_batches: u32,
+    pub admission_open: bool,
+}
+
+type Listen = (
+    SocketAddr,
+    std::sync::mpsc::Sender<Result<SocketAddr, String>>,
+);
+
+/// One shard's main task.
+pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, data_dir: PathBuf) {
+    let (kick, kicked) = async_channel::bounded::<()>(1);
+    let state = Rc::new(RefCell::new(ShardState::new(ctx.shard, kick, data_dir)));
+    if let Some((addr, bound)) = listen {
+        match glommio::net::TcpListener::bind(addr) {
+            Ok(listener) => {
+                let local = listener.local_addr().unwrap_or(addr);
+                let _ = bound.send(Ok(local));
+                let accept_state = state.clone();
+                glommio::spawn_local(async move {
+                    loop {
+                        match listener.accept().await {
+                            Ok(stream) => {
+                                let state = accept_state.clone();
+                                glommio::spawn_local(super::session::serve_connection(
+                                    state, stream,
+                                ))
+                                .detach();
+                            }
+                            Err(error) => {
+                                tracing::warn!("session listener: {error}");
+                                glommio::timer::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                    }
+                })
+                .detach();
+            }
+            Err(error) => {
+                let _ = bound.send(Err(error.to_string()));
+                return;
+            }
+        }
+    }
+    let ticker_state = state.clone();
+    let ticker = glommio::spawn_local(async move {
+        loop {
+            let sleep_ns = {
+                let shard = ticker_state.borrow();
+                let now = super::clock::physical_ns();
+                match shard.next_wake_ns() {
+                    Some(at) => at.saturating_sub(now),
+                    None => MAX_TICK_SLEEP_MS * 1_000_000,
+                }
+                .min(MAX_TICK_SLEEP_MS * 1_000_000)
+            };
+            if sleep_ns > 0 {
+                let sleep = glommio::timer::sleep(Duration::from_nanos(sleep_ns));
+                let woken = async {
+                    let _ = kicked.recv().await;
+                };
+                futures_lite::future::or(sleep, woken).await;
+            }
+            ticker_state.borrow_mut().tick();
+        }
+    })
+    .detach();
+    let stalls = ctx.stall_count();
+    let _ = stalls;
+    while let Some(command) = ctx.commands.recv().await {
+        match command {
+            Command::Known(domains) => {
+                let mut shard = state.borrow_mut();
+                shard.known = domains.into_iter().collect::<HashMap<_, _>>();
+                for (name, run) in shard.runs.keys().cloned().zip(0..).collect::<Vec<_>>() {
+                    let _ = run;
+                    if !shard.known.get(&name).copied().unwrap_or(false) {
+                        shard.known.insert(name, true);
+                    }
+                }
+            }
+            Command::Deploy { plan, done } => {
+                let completions = {
+                    let mut shard = state.borrow_mut();
+                    let name = plan.name.clone();
+                    shard.deploy(plan);
+                    shard
+                        .runs
+                        .get_mut(&name)
+                        .map(|run| {
+                            run.files
+                                .iter_mut()
+                                .filter_map(|(index, file)| {
+                                    file.completions.take().map(|c| (name.clone(), *index, c))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default()
+                };
+                for (domain, emitter, completions) in completions {
+                    let state = state.clone();
+                    glommio::spawn_local(async move {
+                        while let Ok(completion) = completions.recv().await {
+                            state.borrow_mut().file_done(&domain, emitter, completion);
+                        }
+                    })
+                    .detach();
+                }
+                let _ = done.send(());
+            }
+            Command::Undeploy { domain, done } => {
+                state
+                    .borrow_mut()
+                    .undeploy(&domain, ProducerEndReason::DomainStopped);
+                let _ = done.send(());
+            }
+            Command::Subscribe {
+                id,
+                label,
+                domain,
+                relay,
+                filter,
+                sample_rate,
+                sink,
+                done,
+            } => {
+                let mut shard = state.borrow_mut();
+                let result = match shard.runs.get_mut(&domain) {
+                    None => Err(format!("domain '{domain}' is not running")),
+                    Some(run) => match run.graph.plan.relay_id(&relay) {
+                        None => Err(format!("relay '{relay}' does not exist")),
+                        Some(relay) => {
+                            run.graph.add_tap(
+                                relay,
+                                Tap {
+                                    id,
+                                    label,
+                                    filter,
+                                    sample_rate,
+                                    sink,
+                                    skipped_rows: 0,
+                                    sampler: 0,
+                                },
+                            );
+                            Ok(())
+                        }
+                    },
+                };
+                let _ = done.send(result);
+            }
+            Command::Unsubscribe { id } => {
+                for run in state.borrow_mut().runs.values_mut() {
+                    run.graph.remove_tap(id);
+                }
+            }
+            Command::Stats { reply } => {
+                let mut stats = collect_stats(&state.borrow());
+                stats.stalls = ctx.stall_count();
+                let _ = reply.send(stats);
+            }
+            Command::Drain { deadline_ms, done } => {
+                let domains: Vec<String> = state.borrow().runs.keys().cloned().collect();
+                {
+                    let mut shard = state.borrow_mut();
+                    let at = shard.instant();
+                    let ShardState { runs, slab, .. } = &mut *shard;
+                    for run in runs.values_mut() {
+                        run.graph.flush_all(None, at, slab);
+                    }
+                    shard.step();
+                }
+                let deadline = super::clock::physical_ns() + deadline_ms * 1_000_000;
+                while super::clock::physical_ns() < deadline {
+                    let held: usize = state
+                        .borrow()
+                        .runs
+                        .values()
+                        .map(|r| r.graph.held_frames())
+                        .sum();
+                    if held == 0 {
+                        break;
+                    }
+                    glommio::timer::sleep(Duration::from_millis(5)).await;
+                    state.borrow_mut().tick();
+                }
+                for domain in domains {
+                    state
+                        .borrow_mut()
+                        .undeploy(&domain, ProducerEndReason::IngestorStopped);
+                }
+                let _ = done.send(());
+                break;
+            }
+        }
+    }
+    drop(ticker);
+}
+
+fn collect_stats(shard: &ShardState) -> ShardStats {
+    let mut domains = Vec::new();
+    for (name, run) in &shard.runs {
+        let graph = &run.graph;
+        let plan = &graph.plan;
+        let mut nodes = Vec::new();
+        for (i, ingestor) in plan.ingestors.iter().enumerate() {
+            let c = graph.counters(NodeRef::Ingestor(i));
+            nodes.push((
+                "ingestor".to_string(),
+                ingestor.name.clone(),
+                c.rows_in,
+                c.rows_out,
+                c.message_errors,
+            ));
+        }
+        for (i, processor) in plan.processors.iter().enumerate() {
+            let c = graph.counters(NodeRef::Processor(i));
+            nodes.push((
+                crate::catalog::kind_name(processor.kind),
+                processor.name.clone(),
+                c.rows_in,
+                c.rows_out,
+                c.message_errors,
+            ));
+        }
+        for (i, emitter) in plan.emitters.iter().enumerate() {
+            let c = graph.counters(NodeRef::Emitter(i));
+            nodes.push((
+                "emitter".to_string(),
+                emitter.name.clone(),
+                c.rows_in,
+                graph.emitter_queues[i].delivered_rows,
+                c.message_errors,
+            ));
+        }
+        let relays = plan
+            .relays
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.name.clone(),
+                    graph.relay_len(i),
+                    graph.relay_published_rows(i),
+                )
+            })
+            .collect();
+        let branches = graph
+            .branch_figures()
+            .into_iter()
+            .map(|(name, live, evictions)| {
+                (name, live, evictions[0].1, evictions[1].1, evictions[2].1)
+            })
+            .collect();
+        let ingestors = plan
+            .ingestors
+            .iter()
+            .enumerate()
+            .map(|(i, ingestor)| {
+                let (producers, outstanding_batches, outstanding_bytes) =
+                    shard.producer_counts(name, i);
+                IngestorStats {
+                    name: ingestor.name.clone(),
+                    producers,
+                    outstanding_batches,
+                    outstanding_bytes,
+                    admitted_batches: run.admission[i].admitted,
+                    admission_open: run.admission[i].open,
+                }
+            })
+            .collect();
+        domains.push(DomainStats {
+            domain: name.clone(),
+            nodes,
+            relays,
+            branches,
+            ingestors,
+        });
+    }
+    domains.sort_by(|a, b| a.domain.cmp(&b.domain));
+    ShardStats {
+        shard: shard.shard,
+        counters: shard.counters,
+        open_roots: shard.slab.open_roots(),
+        producers: shard.producers.len(),
+        consumers: shard.consumers.len(),
+        stalls: 0,
+        domains,
+    }
+}

@@ -1,0 +1,384 @@
+//! The working-message model on whole batches (spec order of operations; DESIGN §5 item 2):
+//! INHERIT, the ordered SETs, the route WHERE on the finalized output, and the outgoing branch,
+//! for every row of an input batch at once.
+//!
+//! [`run_route`] never fails as a whole: a row whose SET, required-field check, WHERE or branch
+//! key fails is reported in [`RouteOutput::failed`] with the first thing that failed, and its
+//! batch-mates carry on. Every output row remembers the input row it came from
+//! ([`RouteGroup::input_rows`]), which is how acknowledgements follow rows through a node.
+//!
+//! Why it is correct: output columns start as zero-cost null placeholders and are replaced in
+//! construction order, so a SET reads exactly the columns the compile-time resolver chose
+//! (`plan/route.rs`); the output batch is assembled only from rows that passed every step, so
+//! `RecordBatch::try_new` sees no null in a required column.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{
+    new_null_array, Array, ArrayRef, BooleanArray, NullArray, RecordBatch, UInt32Array,
+};
+use arrow_schema::SchemaRef;
+use arrow_select::filter::filter;
+use arrow_select::take::take;
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+
+use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
+use crate::vm::{eval_predicate, EvalContext, Program, RowErrors};
+
+/// One concrete branch's share of a route's output.
+pub struct RouteGroup {
+    pub key: BranchKey,
+    pub batch: RecordBatch,
+    /// For each output row, the input row it came from (ascending).
+    pub input_rows: UInt32Array,
+}
+
+/// What one route made of an input batch.
+pub struct RouteOutput {
+    pub groups: Vec<RouteGroup>,
+    /// Rows that failed, ascending, with the first failure's message.
+    pub failed: Vec<(u32, String)>,
+    /// The output columns as they stood when construction ended (for error records'
+    /// `partial_output`), one per target field.
+    pub partial: Vec<ArrayRef>,
+}
+
+/// Records each row's first failure.
+pub(crate) struct Failures {
+    first: HashMap<u32, String>,
+}
+
+impl Failures {
+    pub(crate) fn new() -> Failures {
+        Failures {
+            first: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, errors: &RowErrors, what: &str) {
+        for (row, message) in errors.iter() {
+            self.first
+                .entry(row)
+                .or_insert_with(|| format!("{what}: {message}"));
+        }
+    }
+
+    pub(crate) fn add_row(&mut self, row: u32, message: String) {
+        self.first.entry(row).or_insert(message);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_empty()
+    }
+
+    /// `true` for every row that has not failed.
+    pub(crate) fn keep_mask(&self, num_rows: usize) -> BooleanArray {
+        let mut keep = vec![true; num_rows];
+        for row in self.first.keys() {
+            if let Some(slot) = keep.get_mut(*row as usize) {
+                *slot = false;
+            }
+        }
+        BooleanArray::from(keep)
+    }
+
+    pub(crate) fn into_sorted(self) -> Vec<(u32, String)> {
+        let mut rows: Vec<(u32, String)> = self.first.into_iter().collect();
+        rows.sort_unstable_by_key(|(row, _)| *row);
+        rows
+    }
+}
+
+fn and_masks(a: &BooleanArray, b: &BooleanArray) -> BooleanArray {
+    // Both masks have no nulls, so plain AND is the intersection.
+    arrow_arith::boolean::and(a, b).unwrap_or_else(|_| a.clone())
+}
+
+/// Builds the output columns of `route` over `input` (`num_rows` rows): INHERIT then SETs in
+/// order, with per-row failures; returns the columns and the failures so far.
+pub(crate) fn construct(
+    route: &RoutePlan,
+    input: &[ArrayRef],
+    num_rows: usize,
+    now_ns: i64,
+    failures: &mut Failures,
+) -> Vec<ArrayRef> {
+    let placeholder: ArrayRef = Arc::new(NullArray::new(num_rows));
+    let mut output: Vec<ArrayRef> = vec![placeholder; route.schema.fields().len()];
+    for (out, inp) in &route.inherit {
+        output[*out] = input[*inp].clone();
+    }
+    for (out, program) in &route.sets {
+        let evaluated = {
+            let sources: [&[ArrayRef]; 2] = [input, &output];
+            program.eval(&EvalContext {
+                sources: &sources,
+                num_rows,
+                now_ns,
+            })
+        };
+        if !evaluated.errors.is_empty() {
+            let name = route.schema.field(*out).name();
+            failures.add(&evaluated.errors, &format!("SET {name}"));
+        }
+        output[*out] = evaluated.values;
+    }
+    for (index, field) in route.schema.fields().iter().enumerate() {
+        let column = &output[index];
+        if column.data_type() != field.data_type() {
+            // Never set (validation allows that only for OPTIONAL fields): null.
+            output[index] = new_null_array(field.data_type(), num_rows);
+            continue;
+        }
+        if !field.is_nullable() && column.null_count() > 0 {
+            for row in 0..num_rows {
+                // A per-row scan only over a column that has nulls: naming each failing row
+                // needs its index, which no kernel returns.
+                if column.is_null(row) {
+                    failures.add_row(
+                        row as u32,
+                        format!("required field '{}' is null", field.name()),
+                    );
+                }
+            }
+        }
+    }
+    output
+}
+
+/// Runs one route over an input batch (already past the node's filters).
+pub fn run_route(
+    plan: &DomainPlan,
+    route: &RoutePlan,
+    input: &[ArrayRef],
+    num_rows: usize,
+    incoming: &BranchKey,
+    now_ns: i64,
+    encoders: &mut HashMap<usize, BranchKeyEncoder>,
+) -> RouteOutput {
+    let mut failures = Failures::new();
+    let output = construct(route, input, num_rows, now_ns, &mut failures);
+    let mut keep = None;
+    if let Some(program) = &route.filter {
+        let sources: [&[ArrayRef]; 2] = [input, &output];
+        let (mask, errors) = eval_predicate(
+            program,
+            &EvalContext {
+                sources: &sources,
+                num_rows,
+                now_ns,
+            },
+        );
+        failures.add(&errors, "WHERE");
+        keep = Some(mask);
+    }
+    // Branch key columns over every row, so a key failure is a row failure like any other.
+    let key_columns = match &route.branch {
+        BranchOut::Construct { branch, keys } => {
+            let declaration = &plan.branches[*branch];
+            let mut columns = Vec::with_capacity(keys.len());
+            for (field, program) in declaration.key_fields.iter().zip(keys) {
+                match program {
+                    Some(program) => {
+                        let sources: [&[ArrayRef]; 2] = [input, &output];
+                        let evaluated = program.eval(&EvalContext {
+                            sources: &sources,
+                            num_rows,
+                            now_ns,
+                        });
+                        failures.add(
+                            &evaluated.errors,
+                            &format!("BRANCHED BY {}", declaration.name),
+                        );
+                        columns.push(evaluated.values);
+                    }
+                    None => columns.push(new_null_array(field.data_type(), num_rows)),
+                }
+            }
+            Some((*branch, columns))
+        }
+        _ => None,
+    };
+    let mut mask = if failures.is_empty() {
+        None
+    } else {
+        Some(failures.keep_mask(num_rows))
+    };
+    if let Some(filter_mask) = keep {
+        mask = Some(match mask {
+            Some(m) => and_masks(&m, &filter_mask),
+            None => filter_mask,
+        });
+    }
+    let all_rows = UInt32Array::from_iter_values(0..num_rows as u32);
+    let (rows, columns, key_columns) = match &mask {
+        Some(mask) => {
+            let rows = filter(&all_rows, mask).map(|a| downcast_u32(&a));
+            let columns: Result<Vec<ArrayRef>, _> =
+                output.iter().map(|c| filter(c.as_ref(), mask)).collect();
+            let keys = key_columns.map(|(b, cols)| {
+                (
+                    b,
+                    cols.iter()
+                        .map(|c| filter(c.as_ref(), mask))
+                        .collect::<Result<Vec<_>, _>>(),
+                )
+            });
+            match (rows, columns) {
+                (Ok(rows), Ok(columns)) => (rows, columns, keys),
+                _ => return internal_failure(num_rows, output, "cannot filter the route's rows"),
+            }
+        }
+        None => (
+            all_rows,
+            output.clone(),
+            key_columns.map(|(b, cols)| (b, Ok(cols))),
+        ),
+    };
+    let failed = failures.into_sorted();
+    if rows.is_empty() {
+        return RouteOutput {
+            groups: Vec::new(),
+            failed,
+            partial: output,
+        };
+    }
+    let batch = match RecordBatch::try_new(route.schema.clone(), columns) {
+        Ok(batch) => batch,
+        Err(error) => {
+            return internal_failure(
+                num_rows,
+                output,
+                &format!("cannot build the output: {error}"),
+            )
+        }
+    };
+    let groups = match (&route.branch, key_columns) {
+        (BranchOut::Unbranched, _) => vec![RouteGroup {
+            key: BranchKey::Unbranched,
+            batch,
+            input_rows: rows,
+        }],
+        (BranchOut::Keep { .. }, _) => vec![RouteGroup {
+            key: incoming.clone(),
+            batch,
+            input_rows: rows,
+        }],
+        (BranchOut::Construct { .. }, Some((branch, Ok(keys)))) => {
+            let schema = plan.branches[branch].key_schema.clone();
+            let encoder = match encoders.entry(branch) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    match BranchKeyEncoder::new(schema.fields()) {
+                        Ok(encoder) => v.insert(encoder),
+                        Err(error) => {
+                            return internal_failure(num_rows, output, &error.to_string())
+                        }
+                    }
+                }
+            };
+            match group_by_key(encoder, &schema, keys, batch, rows) {
+                Ok(groups) => groups,
+                Err(message) => return internal_failure(num_rows, output, &message),
+            }
+        }
+        _ => return internal_failure(num_rows, output, "cannot compute the branch keys"),
+    };
+    RouteOutput {
+        groups,
+        failed,
+        partial: output,
+    }
+}
+
+fn downcast_u32(array: &ArrayRef) -> UInt32Array {
+    array
+        .as_any()
+        .downcast_ref::<UInt32Array>()
+        .cloned()
+        .unwrap_or_else(|| UInt32Array::from(Vec::<u32>::new()))
+}
+
+/// Every row fails with `message`: a broken invariant reported per row instead of a panic.
+fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> RouteOutput {
+    RouteOutput {
+        groups: Vec::new(),
+        failed: (0..num_rows as u32)
+            .map(|row| (row, format!("internal error: {message}")))
+            .collect(),
+        partial,
+    }
+}
+
+/// Splits a batch into one group per distinct branch key, in order of first appearance.
+fn group_by_key(
+    encoder: &mut BranchKeyEncoder,
+    key_schema: &SchemaRef,
+    keys: Vec<ArrayRef>,
+    batch: RecordBatch,
+    rows: UInt32Array,
+) -> Result<Vec<RouteGroup>, String> {
+    let key_batch =
+        RecordBatch::try_new(key_schema.clone(), keys).map_err(|e| format!("branch key: {e}"))?;
+    let encoded = encoder.encode(&key_batch).map_err(|e| e.to_string())?;
+    let first = encoded.row(0);
+    // Fast path: every row in one branch (one comparison per row, no allocation).
+    if (1..encoded.num_rows()).all(|i| encoded.row(i) == first) {
+        return Ok(vec![RouteGroup {
+            key: BranchKey::Key(first.data().into()),
+            batch,
+            input_rows: rows,
+        }]);
+    }
+    // Grouping by key bytes has no Arrow kernel: one hash lookup per row into per-branch
+    // index lists, then one `take` per branch.
+    let mut order: Vec<&[u8]> = Vec::new();
+    let mut members: HashMap<&[u8], Vec<u32>> = HashMap::new();
+    for i in 0..encoded.num_rows() {
+        let key = encoded.row(i).data();
+        members
+            .entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(i as u32);
+    }
+    let mut groups = Vec::with_capacity(order.len());
+    for key in order {
+        let indices = UInt32Array::from(members.remove(key).unwrap_or_default());
+        let columns: Result<Vec<ArrayRef>, _> = batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &indices, None))
+            .collect();
+        let columns = columns.map_err(|e| e.to_string())?;
+        let sub = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
+        let input_rows = take(&rows, &indices, None).map_err(|e| e.to_string())?;
+        groups.push(RouteGroup {
+            key: BranchKey::Key(key.into()),
+            batch: sub,
+            input_rows: downcast_u32(&input_rows),
+        });
+    }
+    Ok(groups)
+}
+
+/// Evaluates a node-level predicate over the input row; failing rows are reported.
+pub fn node_filter(
+    program: &Program,
+    input: &[ArrayRef],
+    num_rows: usize,
+    now_ns: i64,
+) -> (BooleanArray, RowErrors) {
+    let sources: [&[ArrayRef]; 1] = [input];
+    eval_predicate(
+        program,
+        &EvalContext {
+            sources: &sources,
+            num_rows,
+            now_ns,
+        },
+    )
+}

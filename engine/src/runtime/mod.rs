@@ -1,0 +1,344 @@
+//! The data plane: started domains' graphs running on the shards (DESIGN §3–§5).
+//!
+//! The control core owns a [`DataPlane`]: it starts the shard executors
+//! (`nervix_shards::runtime::ShardSet`), and after every committed catalog change it
+//! [`DataPlane::reconcile`]s — builds a [`plan::DomainPlan`] for each started domain whose model
+//! changed and deploys it, and stops domains that stopped or vanished. Shards never see NSPL
+//! or the catalog; they receive compiled plans.
+//!
+//! Placement: every domain's graph runs on shard 0, where the session listener accepts client
+//! producers and consumers (docs/decisions.md explains why branch → shard distribution across
+//! several shards is not wired yet). The other shards start and idle.
+
+pub mod clock;
+pub mod driver;
+pub mod exec;
+pub mod frame;
+pub mod observe;
+pub mod plan;
+pub mod session;
+pub mod shard;
+pub mod subscribe;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nervix_shards::runtime::{RuntimeConfig, ShardSet};
+
+use crate::catalog::{Catalog, RunState};
+pub use driver::{Command, ShardStats};
+
+/// `--shards` default: cores − 1, at least 1 (DESIGN §3).
+pub fn default_shards() -> NonZeroUsize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    NonZeroUsize::new(cores.saturating_sub(1)).unwrap_or(NonZeroUsize::MIN)
+}
+
+/// The shard every graph runs on (see the module docs).
+pub const GRAPH_SHARD: usize = 0;
+
+/// Why the data plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DataPlaneError {
+    #[error("{0}")]
+    Shards(#[from] nervix_shards::runtime::RuntimeError),
+    #[error("cannot listen for sessions on {addr}: {reason}")]
+    Listen { addr: SocketAddr, reason: String },
+    #[error("the shards stopped")]
+    Stopped,
+}
+
+/// How the data plane runs.
+#[derive(Debug, Clone)]
+pub struct DataPlaneConfig {
+    pub shards: NonZeroUsize,
+    /// Pin shards to CPUs (off in tests and where pinning is refused).
+    pub pin: bool,
+    pub session_addr: SocketAddr,
+    pub data_dir: PathBuf,
+}
+
+/// The control core's handle on the shards.
+pub struct DataPlane {
+    shards: ShardSet<Command>,
+    session_addr: SocketAddr,
+    data_dir: PathBuf,
+    /// Deployed domains and the fingerprint of the model they run.
+    deployed: tokio::sync::Mutex<HashMap<String, u64>>,
+    /// Domains whose model cannot run here, with why (reported by DESCRIBE and logs).
+    pub failures: std::sync::Mutex<HashMap<String, String>>,
+    subscriptions: std::sync::Mutex<HashMap<u64, subscribe::SubscriptionSpec>>,
+    next_subscription: std::sync::atomic::AtomicU64,
+}
+
+impl DataPlane {
+    /// Starts the shards and the session listener on shard [`GRAPH_SHARD`].
+    pub fn start(config: DataPlaneConfig) -> Result<DataPlane, DataPlaneError> {
+        let mut runtime = RuntimeConfig::with_shards(config.shards);
+        if !config.pin {
+            runtime = runtime.unpinned();
+        }
+        // The listener binds on the shard; its address comes back once it is bound.
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel::<Result<SocketAddr, String>>();
+        let bound_tx = std::sync::Mutex::new(Some(bound_tx));
+        let session_addr = config.session_addr;
+        let data_dir = config.data_dir.clone();
+        let shards = ShardSet::start(runtime, move |ctx| {
+            let listen = if ctx.shard == GRAPH_SHARD {
+                bound_tx.lock().ok().and_then(|mut slot| slot.take())
+            } else {
+                None
+            };
+            driver::shard_main(ctx, listen.map(|tx| (session_addr, tx)), data_dir.clone())
+        })?;
+        let addr = match bound_rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Ok(addr)) => addr,
+            Ok(Err(reason)) => {
+                let _ = shards.join();
+                return Err(DataPlaneError::Listen {
+                    addr: session_addr,
+                    reason,
+                });
+            }
+            Err(_) => {
+                let _ = shards.join();
+                return Err(DataPlaneError::Stopped);
+            }
+        };
+        tracing::info!(
+            "data plane: {} shard(s), sessions on {addr}",
+            shards.shard_count()
+        );
+        Ok(DataPlane {
+            shards,
+            session_addr: addr,
+            data_dir: config.data_dir,
+            deployed: tokio::sync::Mutex::new(HashMap::new()),
+            failures: std::sync::Mutex::new(HashMap::new()),
+            subscriptions: std::sync::Mutex::new(HashMap::new()),
+            next_subscription: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    /// Where client sessions connect.
+    pub fn session_addr(&self) -> SocketAddr {
+        self.session_addr
+    }
+
+    pub fn shard_count(&self) -> NonZeroUsize {
+        self.shards.shard_count()
+    }
+
+    /// Sends a command to the graph shard.
+    pub async fn send(&self, command: Command) -> Result<(), DataPlaneError> {
+        self.shards
+            .send(GRAPH_SHARD, command)
+            .await
+            .map_err(|_| DataPlaneError::Stopped)
+    }
+
+    /// Brings the shards in line with `catalog`: deploys started domains whose model changed,
+    /// stops the rest. Plans are built here, synchronously, from the borrowed catalog; the
+    /// returned commands are sent by [`DataPlane::apply`].
+    pub fn prepare(&self, catalog: &Catalog, deployed: &HashMap<String, u64>) -> Reconcile {
+        let mut reconcile = Reconcile::default();
+        let mut known = Vec::new();
+        for (name, domain) in &catalog.domains {
+            let started = matches!(domain.header.run, RunState::Started { .. });
+            known.push((name.clone(), started));
+            if !started {
+                if deployed.contains_key(name) {
+                    reconcile.stop.push(name.clone());
+                }
+                continue;
+            }
+            let fingerprint = fingerprint(domain);
+            if deployed.get(name) == Some(&fingerprint) {
+                continue;
+            }
+            match plan::build(catalog, domain, &self.data_dir) {
+                Ok(plan) => reconcile.deploy.push((Arc::new(plan), fingerprint)),
+                Err(error) => {
+                    tracing::error!("domain '{name}' cannot run: {error}");
+                    reconcile
+                        .failed
+                        .push((name.clone(), error.to_string(), fingerprint));
+                }
+            }
+        }
+        for name in deployed.keys() {
+            if !catalog.domains.contains_key(name) {
+                reconcile.stop.push(name.clone());
+            }
+        }
+        reconcile.known = known;
+        reconcile
+    }
+
+    /// Reconciles against the catalog read through `read`.
+    pub async fn reconcile(&self, read: impl FnOnce(&dyn Fn(&Catalog) -> Reconcile) -> Reconcile) {
+        let mut deployed = self.deployed.lock().await;
+        let snapshot = deployed.clone();
+        let reconcile = read(&|catalog| self.prepare(catalog, &snapshot));
+        self.apply(reconcile, &mut deployed).await;
+    }
+
+    async fn apply(&self, reconcile: Reconcile, deployed: &mut HashMap<String, u64>) {
+        let _ = self.send(Command::Known(reconcile.known)).await;
+        for name in reconcile.stop {
+            let (done, wait) = tokio::sync::oneshot::channel();
+            if self
+                .send(Command::Undeploy {
+                    domain: name.clone(),
+                    done,
+                })
+                .await
+                .is_ok()
+            {
+                let _ = wait.await;
+            }
+            deployed.remove(&name);
+            if let Ok(mut failures) = self.failures.lock() {
+                failures.remove(&name);
+            }
+        }
+        for (plan, fingerprint) in reconcile.deploy {
+            let name = plan.name.clone();
+            let (done, wait) = tokio::sync::oneshot::channel();
+            if self.send(Command::Deploy { plan, done }).await.is_ok() {
+                let _ = wait.await;
+            }
+            deployed.insert(name.clone(), fingerprint);
+            if let Ok(mut failures) = self.failures.lock() {
+                failures.remove(&name);
+            }
+            let specs: Vec<(u64, subscribe::SubscriptionSpec)> = self
+                .subscriptions
+                .lock()
+                .map(|all| {
+                    all.iter()
+                        .filter(|(_, s)| s.domain == name)
+                        .map(|(id, s)| (*id, s.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for (id, spec) in specs {
+                self.attach(id, &spec).await;
+            }
+        }
+        for (name, reason, fingerprint) in reconcile.failed {
+            deployed.insert(name.clone(), fingerprint);
+            if let Ok(mut failures) = self.failures.lock() {
+                failures.insert(name, reason);
+            }
+        }
+    }
+
+    /// Registers a console subscription; rows flow whenever its domain runs. Returns its id.
+    pub async fn subscribe(&self, spec: subscribe::SubscriptionSpec) -> Result<u64, String> {
+        subscribe::compile_filter(&spec)?;
+        let id = self
+            .next_subscription
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let running = self.deployed.lock().await.contains_key(&spec.domain);
+        if let Ok(mut all) = self.subscriptions.lock() {
+            all.insert(id, spec.clone());
+        }
+        if running {
+            self.attach(id, &spec).await;
+        }
+        Ok(id)
+    }
+
+    async fn attach(&self, id: u64, spec: &subscribe::SubscriptionSpec) {
+        let Ok(filter) = subscribe::compile_filter(spec) else {
+            return;
+        };
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let command = Command::Subscribe {
+            id,
+            label: spec.name.clone(),
+            domain: spec.domain.clone(),
+            relay: spec.relay.clone(),
+            filter,
+            sample_rate: spec.sample_rate,
+            sink: spec.sink.clone(),
+            done,
+        };
+        if self.send(command).await.is_ok() {
+            if let Ok(Err(reason)) = wait.await {
+                tracing::debug!("subscription {id} not attached: {reason}");
+            }
+        }
+    }
+
+    /// Ends a subscription (DROP SUBSCRIPTION, or its session closed).
+    pub fn unsubscribe(&self, id: u64) {
+        if let Ok(mut all) = self.subscriptions.lock() {
+            all.remove(&id);
+        }
+        let _ = self
+            .shards
+            .try_send(GRAPH_SHARD, Command::Unsubscribe { id });
+    }
+
+    /// Runtime figures of every shard.
+    pub async fn stats(&self) -> Vec<ShardStats> {
+        let mut all = Vec::new();
+        for shard in 0..self.shards.shard_count().get() {
+            let (reply, wait) = tokio::sync::oneshot::channel();
+            if self
+                .shards
+                .send(shard, Command::Stats { reply })
+                .await
+                .is_ok()
+            {
+                if let Ok(stats) = wait.await {
+                    all.push(stats);
+                }
+            }
+        }
+        all
+    }
+
+    /// Graceful stop: every graph force-flushes its route buffers, sinks finish what they hold
+    /// (bounded by `drain_ms`), attachments end; then the shards stop.
+    pub async fn shutdown(self, drain_ms: u64) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self
+            .send(Command::Drain {
+                deadline_ms: drain_ms,
+                done,
+            })
+            .await
+            .is_ok()
+        {
+            let _ = wait.await;
+        }
+        let shards = self.shards;
+        let _ = tokio::task::spawn_blocking(move || shards.join()).await;
+    }
+}
+
+/// What one reconciliation does.
+#[derive(Default)]
+pub struct Reconcile {
+    known: Vec<(String, bool)>,
+    deploy: Vec<(Arc<plan::DomainPlan>, u64)>,
+    stop: Vec<String>,
+    failed: Vec<(String, String, u64)>,
+}
+
+/// Identifies a domain's model and run: any entity change or restart changes it.
+fn fingerprint(domain: &crate::catalog::Domain) -> u64 {
+    let mut text = String::new();
+    text.push_str(&domain.header.generation.to_string());
+    for entity in domain.entities.values() {
+        text.push_str(&nervix_nspl::render_statement(&entity.definition));
+        text.push('\u{0}');
+    }
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}

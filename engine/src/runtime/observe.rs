@@ -1,0 +1,226 @@
+//! Observability of the data plane: `/metrics` (Prometheus text), `/livez` and `/readyz`
+//! (DESIGN §8 "Observability"), served on the control core.
+//!
+//! Names follow the spec (`nervix_branch_instances`, `nervix_branch_evictions_total{reason}`,
+//! `nervix_relay_buffer_len`) plus the node's own counters. No label ever carries a branch key
+//! (unbounded cardinality). The listener reads one request head (at most
+//! [`MAX_REQUEST_HEAD_BYTES`]) and answers with `Connection: close`.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{DataPlane, ShardStats};
+
+/// The most bytes of a request head the metrics listener reads.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 8 << 10;
+
+/// Starts the listener; returns the bound address.
+pub async fn serve(addr: SocketAddr, data_plane: Arc<DataPlane>) -> std::io::Result<SocketAddr> {
+    // Weak: the listener must not keep the data plane from its graceful stop.
+    let data_plane = Arc::downgrade(&data_plane);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let Some(data_plane) = data_plane.upgrade() else {
+                return;
+            };
+            tokio::spawn(async move {
+                let _ = answer(stream, &data_plane).await;
+            });
+        }
+    });
+    Ok(local)
+}
+
+async fn answer(mut stream: tokio::net::TcpStream, data_plane: &DataPlane) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD_BYTES {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    let path = text.split_whitespace().nth(1).unwrap_or("/");
+    let (status, body) = match path {
+        "/livez" => ("200 OK", "ok\n".to_string()),
+        "/readyz" => {
+            if data_plane.stats().await.is_empty() {
+                (
+                    "503 Service Unavailable",
+                    "shards not answering\n".to_string(),
+                )
+            } else {
+                ("200 OK", "ready\n".to_string())
+            }
+        }
+        "/metrics" => ("200 OK", render(&data_plane.stats().await)),
+        _ => ("404 Not Found", "not found\n".to_string()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Prometheus text exposition of every shard's figures.
+pub fn render(stats: &[ShardStats]) -> String {
+    let mut out = String::new();
+    let mut counter = |name: &str, help: &str, kind: &str, samples: Vec<(String, u64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            if labels.is_empty() {
+                let _ = writeln!(out, "{name} {value}");
+            } else {
+                let _ = writeln!(out, "{name}{{{labels}}} {value}");
+            }
+        }
+    };
+    let per_shard = |f: &dyn Fn(&ShardStats) -> u64| -> Vec<(String, u64)> {
+        stats
+            .iter()
+            .map(|s| (format!("shard=\"{}\"", s.shard), f(s)))
+            .collect()
+    };
+    counter(
+        "nervix_batches_total",
+        "Client batches answered, by outcome.",
+        "counter",
+        stats
+            .iter()
+            .flat_map(|s| {
+                let c = s.counters;
+                [
+                    ("completed", c.batches_completed),
+                    ("rejected", c.batches_rejected),
+                    ("failed", c.batches_failed),
+                    ("invalid", c.batches_invalid),
+                    ("busy_or_suspended", c.batches_busy),
+                ]
+                .into_iter()
+                .map(move |(o, v)| (format!("shard=\"{}\",outcome=\"{o}\"", s.shard), v))
+            })
+            .collect(),
+    );
+    counter(
+        "nervix_messages_total",
+        "Rows admitted by client ingestors.",
+        "counter",
+        per_shard(&|s| s.counters.rows_admitted),
+    );
+    counter(
+        "nervix_bytes_total",
+        "Bytes of client batches admitted.",
+        "counter",
+        per_shard(&|s| s.counters.bytes_admitted),
+    );
+    counter(
+        "nervix_delivered_rows_total",
+        "Rows confirmed by sinks (consumer acks, fsynced file appends).",
+        "counter",
+        per_shard(&|s| s.counters.rows_delivered),
+    );
+    counter(
+        "nervix_ack_roots_open",
+        "Payloads awaiting their acknowledgement.",
+        "gauge",
+        per_shard(&|s| s.open_roots as u64),
+    );
+    counter(
+        "nervix_shard_stalls_total",
+        "Task queues that ran past their budget without yielding.",
+        "counter",
+        per_shard(&|s| s.stalls),
+    );
+    let mut relay_len = Vec::new();
+    let mut branch_instances = Vec::new();
+    let mut evictions = Vec::new();
+    let mut node_rows = Vec::new();
+    let mut node_errors = Vec::new();
+    let mut ingestor_producers = Vec::new();
+    let mut ingestor_admitted = Vec::new();
+    for shard in stats {
+        for domain in &shard.domains {
+            let d = &domain.domain;
+            for (relay, len, _) in &domain.relays {
+                relay_len.push((format!("domain=\"{d}\",relay=\"{relay}\""), *len as u64));
+            }
+            for (branch, live, ttl, lru, explicit) in &domain.branches {
+                let base = format!(
+                    "domain=\"{d}\",branch=\"{branch}\",shard=\"{}\"",
+                    shard.shard
+                );
+                branch_instances.push((base.clone(), *live as u64));
+                for (reason, value) in [("ttl", ttl), ("lru", lru), ("explicit", explicit)] {
+                    evictions.push((format!("{base},reason=\"{reason}\""), *value));
+                }
+            }
+            for (kind, name, rows_in, rows_out, errors) in &domain.nodes {
+                let base = format!("domain=\"{d}\",kind=\"{kind}\",node=\"{name}\"");
+                node_rows.push((format!("{base},direction=\"in\""), *rows_in));
+                node_rows.push((format!("{base},direction=\"out\""), *rows_out));
+                node_errors.push((base, *errors));
+            }
+            for ingestor in &domain.ingestors {
+                let base = format!("domain=\"{d}\",ingestor=\"{}\"", ingestor.name);
+                ingestor_producers.push((base.clone(), ingestor.producers as u64));
+                ingestor_admitted.push((base, ingestor.admitted_batches as u64));
+            }
+        }
+    }
+    counter(
+        "nervix_relay_buffer_len",
+        "Frames held by a relay's owner buffer.",
+        "gauge",
+        relay_len,
+    );
+    counter(
+        "nervix_branch_instances",
+        "Live concrete branches per domain, branch declaration and shard.",
+        "gauge",
+        branch_instances,
+    );
+    counter(
+        "nervix_branch_evictions_total",
+        "Branches released, by reason.",
+        "counter",
+        evictions,
+    );
+    counter(
+        "nervix_node_rows_total",
+        "Rows into and out of each node.",
+        "counter",
+        node_rows,
+    );
+    counter(
+        "nervix_node_message_errors_total",
+        "Rows that failed a node's filters or routes.",
+        "counter",
+        node_errors,
+    );
+    counter(
+        "nervix_ingestor_producers",
+        "Producers attached to a client ingestor.",
+        "gauge",
+        ingestor_producers,
+    );
+    counter(
+        "nervix_ingestor_admitted_batches",
+        "Batches holding a slot of a client ingestor's ACK window.",
+        "gauge",
+        ingestor_admitted,
+    );
+    out
+}

@@ -1,0 +1,604 @@
+//! The runtime plan of one started domain: every relay, branch, ingestor, processor and emitter
+//! of the catalog model, resolved to indices, Arrow schemas and compiled expression programs.
+//!
+//! The control core builds a [`DomainPlan`] from the validated catalog when a domain starts and
+//! hands the same `Arc` to every shard; shards never see NSPL or the catalog (DESIGN §6: the
+//! runtime never reparses). Building a plan cannot meet an invalid graph — validation accepted
+//! it — so a refusal here ([`PlanError`]) means the model uses something this data plane does
+//! not run yet (an ingestor head other than CLIENT PRODUCER, a stateful processor), and it names
+//! the entity and what is missing.
+//!
+//! Expressions are found by span: validation stores every typed tree of an entity with the
+//! span it has in the entity's canonical text, and the definition's AST carries the same spans.
+
+mod route;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_schema::{Field as ArrowField, FieldRef, Schema, SchemaRef};
+use nervix_nspl::ast::catalog::CreateClient;
+use nervix_nspl::ast::emitter::{CreateEmitter, EmitterMode, FileFormat, SinkBody};
+use nervix_nspl::ast::ingestor::{CreateIngestor, SourceBody};
+use nervix_nspl::ast::processor::{CreateProcessor, ProcessorDef};
+use nervix_nspl::ast::{
+    Attachment, Branching, CatalogStmt, ConfigValue, DeliveryMode, EmitterStmt, Expr,
+    GeneralErrorPolicy, IngestorStmt, ProcessorStmt,
+};
+use nervix_nspl::ObjectKind;
+use nervix_nspl::Statement;
+
+use crate::catalog::{Catalog, Domain, Entity, EntityKey};
+use crate::types::TypedExpr;
+use crate::validate::route::{schema_fields, Field};
+use crate::vm::{arrow_type, Program};
+
+pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan};
+
+/// Index of a relay in [`DomainPlan::relays`].
+pub type RelayId = usize;
+/// Index of a branch declaration in [`DomainPlan::branches`].
+pub type BranchId = usize;
+
+/// The default `CAPACITY` of a relay, in frames, when the statement gives none.
+pub const DEFAULT_RELAY_CAPACITY_FRAMES: usize = 64;
+/// The most frames one relay's owner buffer may be declared to hold.
+pub const MAX_RELAY_CAPACITY_FRAMES: usize = 65_536;
+
+/// Why a started domain cannot run on this data plane.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The model uses something the data plane does not run yet.
+    #[error("{entity} cannot run: {what} is not supported by this data plane yet")]
+    Unsupported { entity: String, what: String },
+    /// A compiled expression was refused by the VM.
+    #[error("{entity} cannot run: {message}")]
+    Compile { entity: String, message: String },
+    /// The catalog lacks an entity the model names (validation makes this unreachable).
+    #[error("{entity} cannot run: {what} is missing from the catalog")]
+    Missing { entity: String, what: String },
+}
+
+/// A relay: its schema, branch declaration and owner-buffer bound.
+#[derive(Debug)]
+pub struct RelayPlan {
+    pub name: String,
+    pub schema: SchemaRef,
+    /// Sensitivity per column, for subscriptions and logs.
+    pub sensitive: Vec<bool>,
+    pub branch: Option<BranchId>,
+    pub capacity_frames: usize,
+}
+
+/// A branch declaration: its key fields and lifecycle bounds.
+#[derive(Debug)]
+pub struct BranchPlan {
+    pub name: String,
+    pub key_fields: Vec<FieldRef>,
+    pub key_schema: SchemaRef,
+    pub ttl_ns: u64,
+    pub max_instances: Option<u32>,
+}
+
+/// How many admitted payloads may await their acknowledgement at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckWindow {
+    pub max_outstanding: u32,
+    pub ack_timeout_ns: u64,
+    pub retry_backoff_ms: u64,
+    pub retry_max_ms: u64,
+}
+
+/// A CLIENT PRODUCER ingestor.
+pub struct IngestorPlan {
+    pub name: String,
+    /// The input schema's fields, as producers must declare them.
+    pub fields: Vec<Field>,
+    pub schema: SchemaRef,
+    pub sensitive: Vec<bool>,
+    pub window: AckWindow,
+    pub filter: Option<Program>,
+    pub routes: Vec<RoutePlan>,
+    pub general_error: GeneralErrorPolicy,
+    /// The identity of the endpoint contract producers see (changes when it changes).
+    pub contract_id: u64,
+}
+
+/// One `FROM <relay> [WHERE …]` of a processor or emitter.
+pub struct InputPlan {
+    pub relay: RelayId,
+    pub filter: Option<Program>,
+}
+
+/// A JUNCTION or REINGESTOR: stateless routing of its inputs.
+pub struct ProcessorPlan {
+    pub name: String,
+    pub kind: ObjectKind,
+    pub inputs: Vec<InputPlan>,
+    pub filter: Option<Program>,
+    pub routes: Vec<RoutePlan>,
+    pub detached: bool,
+}
+
+/// What an emitter writes to.
+#[derive(Debug, Clone)]
+pub enum SinkPlan {
+    /// Applications attach consumers over the session protocol.
+    ClientConsumer,
+    /// Appends to a file under the FILE client's root.
+    FileAppend { path: PathBuf, format: FileFormat },
+}
+
+/// An emitter: its inputs, its one construction route (target = the sink schema) and sink.
+pub struct EmitterPlan {
+    pub name: String,
+    /// The sink's fields (a CLIENT CONSUMER's TO SCHEMA; a file's input relay schema).
+    pub fields: Vec<Field>,
+    pub inputs: Vec<InputPlan>,
+    /// The construction; its `target` is unused (emitters publish to their sink).
+    pub route: RoutePlan,
+    pub sink: SinkPlan,
+    pub sensitive: Vec<bool>,
+    pub detached: bool,
+    /// `None` for NO ACK.
+    pub ack_timeout_ns: Option<u64>,
+    pub max_in_flight: u32,
+}
+
+/// The whole runnable graph of one started domain.
+pub struct DomainPlan {
+    pub name: String,
+    pub generation: u64,
+    pub relays: Vec<RelayPlan>,
+    pub branches: Vec<BranchPlan>,
+    pub ingestors: Vec<IngestorPlan>,
+    pub processors: Vec<ProcessorPlan>,
+    pub emitters: Vec<EmitterPlan>,
+}
+
+impl DomainPlan {
+    pub fn relay_id(&self, name: &str) -> Option<RelayId> {
+        self.relays.iter().position(|r| r.name == name)
+    }
+
+    pub fn ingestor(&self, name: &str) -> Option<usize> {
+        self.ingestors.iter().position(|i| i.name == name)
+    }
+
+    pub fn emitter(&self, name: &str) -> Option<usize> {
+        self.emitters.iter().position(|e| e.name == name)
+    }
+}
+
+/// The Arrow schema of NSPL fields: OPTIONAL is nullable.
+pub fn arrow_schema(fields: &[Field]) -> SchemaRef {
+    Arc::new(Schema::new(
+        fields
+            .iter()
+            .map(|f| ArrowField::new(&f.name, arrow_type(&f.ty.data_type), f.ty.nullable))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Typed trees of one entity, by the span of the expression they type.
+pub(crate) struct TypedIndex<'e> {
+    entity: String,
+    by_span: HashMap<(u32, u32), &'e TypedExpr>,
+}
+
+impl<'e> TypedIndex<'e> {
+    fn new(entity: &'e Entity) -> TypedIndex<'e> {
+        let mut by_span = HashMap::new();
+        for typed in &entity.typed {
+            by_span
+                .entry((typed.span.start, typed.span.end))
+                .or_insert(typed);
+        }
+        TypedIndex {
+            entity: entity.key.to_string(),
+            by_span,
+        }
+    }
+
+    pub(crate) fn entity(&self) -> &str {
+        &self.entity
+    }
+
+    /// The typed tree of `expr`.
+    pub(crate) fn get(&self, expr: &Expr) -> Result<&'e TypedExpr, PlanError> {
+        self.by_span
+            .get(&(expr.span.start, expr.span.end))
+            .copied()
+            .ok_or_else(|| PlanError::Missing {
+                entity: self.entity.clone(),
+                what: format!(
+                    "the typed expression at {}..{}",
+                    expr.span.start, expr.span.end
+                ),
+            })
+    }
+
+    /// Compiles `expr` with `resolve`.
+    pub(crate) fn compile(
+        &self,
+        expr: &Expr,
+        resolve: &dyn Fn(&[String]) -> Option<crate::vm::ColumnSlot>,
+    ) -> Result<Program, PlanError> {
+        let typed = self.get(expr)?;
+        Program::compile(typed, resolve).map_err(|e| PlanError::Compile {
+            entity: self.entity.clone(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots.
+pub fn build(
+    catalog: &Catalog,
+    domain: &Domain,
+    data_dir: &std::path::Path,
+) -> Result<DomainPlan, PlanError> {
+    let _ = catalog;
+    let mut builder = Builder {
+        domain,
+        data_dir,
+        plan: DomainPlan {
+            name: domain.name().to_string(),
+            generation: domain.header.generation,
+            relays: Vec::new(),
+            branches: Vec::new(),
+            ingestors: Vec::new(),
+            processors: Vec::new(),
+            emitters: Vec::new(),
+        },
+    };
+    builder.branches_and_relays()?;
+    for entity in domain.entities.values() {
+        match &entity.definition {
+            Statement::Ingestor(IngestorStmt::Create(create)) => {
+                builder.ingestor(entity, create)?
+            }
+            Statement::Processor(ProcessorStmt::Create(create)) => {
+                builder.processor(entity, create)?
+            }
+            Statement::Emitter(EmitterStmt::Create(create)) => builder.emitter(entity, create)?,
+            _ => {}
+        }
+    }
+    Ok(builder.plan)
+}
+
+pub(crate) struct Builder<'d> {
+    domain: &'d Domain,
+    data_dir: &'d std::path::Path,
+    pub(crate) plan: DomainPlan,
+}
+
+impl<'d> Builder<'d> {
+    fn entity(&self, kind: ObjectKind, name: &str) -> Option<&'d Entity> {
+        self.domain.entities.get(&EntityKey::new(kind, name))
+    }
+
+    pub(crate) fn schema_fields(&self, name: &str, owner: &str) -> Result<Vec<Field>, PlanError> {
+        match self.entity(ObjectKind::Schema, name).map(|e| &e.definition) {
+            Some(Statement::Catalog(CatalogStmt::CreateSchema(schema))) => {
+                Ok(schema_fields(schema))
+            }
+            _ => Err(PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("schema '{name}'"),
+            }),
+        }
+    }
+
+    fn branches_and_relays(&mut self) -> Result<(), PlanError> {
+        for entity in self.domain.entities.values() {
+            if let Statement::Catalog(CatalogStmt::CreateBranch(branch)) = &entity.definition {
+                let owner = entity.key.to_string();
+                let fields = self.schema_fields(&branch.schema.name, &owner)?;
+                let key_schema = arrow_schema(&fields);
+                self.plan.branches.push(BranchPlan {
+                    name: branch.name.name.clone(),
+                    key_fields: key_schema.fields().iter().cloned().collect(),
+                    key_schema,
+                    ttl_ns: branch.ttl.nanos,
+                    max_instances: branch
+                        .max_instances
+                        .map(|n| u32::try_from(n).unwrap_or(u32::MAX - 1)),
+                });
+            }
+        }
+        for entity in self.domain.entities.values() {
+            if let Statement::Catalog(CatalogStmt::CreateRelay(relay)) = &entity.definition {
+                let owner = entity.key.to_string();
+                let fields = self.schema_fields(&relay.schema.name, &owner)?;
+                let branch = match &relay.branching {
+                    Branching::Unbranched => None,
+                    Branching::BranchedBy(name) => Some(self.branch_id(&name.name, &owner)?),
+                };
+                let capacity = relay
+                    .capacity
+                    .map(|c| usize::try_from(c).unwrap_or(MAX_RELAY_CAPACITY_FRAMES))
+                    .unwrap_or(DEFAULT_RELAY_CAPACITY_FRAMES)
+                    .clamp(1, MAX_RELAY_CAPACITY_FRAMES);
+                self.plan.relays.push(RelayPlan {
+                    name: relay.name.name.clone(),
+                    schema: arrow_schema(&fields),
+                    sensitive: fields.iter().map(|f| f.ty.sensitive).collect(),
+                    branch,
+                    capacity_frames: capacity,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn branch_id(&self, name: &str, owner: &str) -> Result<BranchId, PlanError> {
+        self.plan
+            .branches
+            .iter()
+            .position(|b| b.name == name)
+            .ok_or_else(|| PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("branch '{name}'"),
+            })
+    }
+
+    pub(crate) fn relay_id(&self, name: &str, owner: &str) -> Result<RelayId, PlanError> {
+        self.plan.relay_id(name).ok_or_else(|| PlanError::Missing {
+            entity: owner.to_string(),
+            what: format!("relay '{name}'"),
+        })
+    }
+
+    fn ingestor(&mut self, entity: &'d Entity, create: &CreateIngestor) -> Result<(), PlanError> {
+        let owner = entity.key.to_string();
+        let SourceBody::ClientProducer { schema, mode, .. } = &create.source else {
+            return Err(PlanError::Unsupported {
+                entity: owner,
+                what: format!("the {} source", create.source.head().phrase()),
+            });
+        };
+        let fields = self.schema_fields(&schema.name, &owner)?;
+        let window = match mode {
+            DeliveryMode::AckSequential { ack_timeout, retry } => AckWindow {
+                max_outstanding: 1,
+                ack_timeout_ns: ack_timeout.nanos,
+                retry_backoff_ms: retry.backoff.nanos / 1_000_000,
+                retry_max_ms: retry.max.nanos / 1_000_000,
+            },
+            DeliveryMode::AckParallel {
+                max,
+                ack_timeout,
+                retry,
+                ..
+            } => AckWindow {
+                max_outstanding: u32::try_from(max.to_owned()).unwrap_or(u32::MAX).max(1),
+                ack_timeout_ns: ack_timeout.nanos,
+                retry_backoff_ms: retry.backoff.nanos / 1_000_000,
+                retry_max_ms: retry.max.nanos / 1_000_000,
+            },
+            DeliveryMode::NoAck => {
+                return Err(PlanError::Unsupported {
+                    entity: owner,
+                    what: "MODE NO ACK on a client producer".to_string(),
+                })
+            }
+        };
+        let typed = TypedIndex::new(entity);
+        let filter = match &create.filter {
+            Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
+            None => None,
+        };
+        let mut routes = Vec::with_capacity(create.routes.len());
+        for written in &create.routes {
+            routes.push(route::compile(self, &typed, &fields, written, None)?);
+        }
+        let contract_id = contract_identity(&entity.definition);
+        self.plan.ingestors.push(IngestorPlan {
+            name: create.name.name.clone(),
+            schema: arrow_schema(&fields),
+            fields: fields.clone(),
+            sensitive: fields.iter().map(|f| f.ty.sensitive).collect(),
+            window,
+            filter,
+            routes,
+            general_error: create.on_general_error,
+            contract_id,
+        });
+        Ok(())
+    }
+
+    fn inputs(
+        &self,
+        typed: &TypedIndex<'_>,
+        written: &[nervix_nspl::ast::Input],
+        owner: &str,
+    ) -> Result<(Vec<InputPlan>, Vec<Field>), PlanError> {
+        let mut inputs = Vec::with_capacity(written.len());
+        let mut input_fields = Vec::new();
+        for input in written {
+            let relay = self.relay_id(&input.relay.name, owner)?;
+            let schema_name = match self
+                .entity(ObjectKind::Relay, &input.relay.name)
+                .map(|e| &e.definition)
+            {
+                Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
+                _ => String::new(),
+            };
+            let fields = self.schema_fields(&schema_name, owner)?;
+            let filter = match &input.filter {
+                Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
+                None => None,
+            };
+            inputs.push(InputPlan { relay, filter });
+            // Validation requires every input of a node to share one schema model.
+            input_fields = fields;
+        }
+        Ok((inputs, input_fields))
+    }
+
+    fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
+        let owner = entity.key.to_string();
+        let feed = match &create.def {
+            ProcessorDef::Junction { feed } | ProcessorDef::Reingestor { feed } => feed,
+            other => {
+                return Err(PlanError::Unsupported {
+                    entity: owner,
+                    what: format!("the {} processor", crate::catalog::kind_name(other.kind())),
+                })
+            }
+        };
+        if feed.collect.is_some() || !create.state.is_empty() {
+            return Err(PlanError::Unsupported {
+                entity: owner,
+                what: "COLLECT FOR and USING MATERIALIZED STATE".to_string(),
+            });
+        }
+        let typed = TypedIndex::new(entity);
+        let (inputs, fields) = self.inputs(&typed, &feed.inputs, &owner)?;
+        let filter = match &feed.filter {
+            Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
+            None => None,
+        };
+        let incoming = create.branching.as_ref();
+        let mut routes = Vec::with_capacity(create.routes.len());
+        for written in &create.routes {
+            routes.push(route::compile(self, &typed, &fields, written, incoming)?);
+        }
+        self.plan.processors.push(ProcessorPlan {
+            name: create.name.name.clone(),
+            kind: create.def.kind(),
+            inputs,
+            filter,
+            routes,
+            detached: create.attachment == Some(Attachment::Detached),
+        });
+        Ok(())
+    }
+
+    fn file_root(&self, client: &str, owner: &str) -> Result<PathBuf, PlanError> {
+        let Some(Statement::Catalog(CatalogStmt::CreateClient(CreateClient { config, .. }))) = self
+            .entity(ObjectKind::Client, client)
+            .map(|e| &e.definition)
+        else {
+            return Err(PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("client '{client}'"),
+            });
+        };
+        let root = config.entries.iter().find_map(|(key, value)| match value {
+            ConfigValue::String(path) if key == "root" => Some(PathBuf::from(path)),
+            _ => None,
+        });
+        let root = root.unwrap_or_else(|| PathBuf::from("files"));
+        Ok(if root.is_absolute() {
+            root
+        } else {
+            self.data_dir.join(root)
+        })
+    }
+
+    fn emitter(&mut self, entity: &'d Entity, create: &CreateEmitter) -> Result<(), PlanError> {
+        let owner = entity.key.to_string();
+        let (sink, sink_fields) = match &create.sink.body {
+            SinkBody::ClientConsumer { schema } => (
+                SinkPlan::ClientConsumer,
+                self.schema_fields(&schema.name, &owner)?,
+            ),
+            SinkBody::FileAppend {
+                client,
+                path,
+                format,
+            } => {
+                let relative = std::path::Path::new(path);
+                if relative.is_absolute()
+                    || relative
+                        .components()
+                        .any(|c| matches!(c, std::path::Component::ParentDir))
+                {
+                    return Err(PlanError::Unsupported {
+                        entity: owner,
+                        what: format!("the path '{path}' (it must stay under the client's root)"),
+                    });
+                }
+                let root = self.file_root(&client.name, &owner)?;
+                // The emitter writes its input relay's rows as constructed.
+                let first = create.inputs.first().map(|i| i.relay.name.clone());
+                let schema_name = first
+                    .and_then(
+                        |relay: String| match self.entity(ObjectKind::Relay, &relay) {
+                            Some(Entity {
+                                definition: Statement::Catalog(CatalogStmt::CreateRelay(r)),
+                                ..
+                            }) => Some(r.schema.name.clone()),
+                            _ => None,
+                        },
+                    )
+                    .unwrap_or_default();
+                (
+                    SinkPlan::FileAppend {
+                        path: root.join(relative),
+                        format: *format,
+                    },
+                    self.schema_fields(&schema_name, &owner)?,
+                )
+            }
+            other => {
+                return Err(PlanError::Unsupported {
+                    entity: owner,
+                    what: format!("the {} sink", other.head().phrase()),
+                })
+            }
+        };
+        if create.collect.is_some() || !create.state.is_empty() {
+            return Err(PlanError::Unsupported {
+                entity: owner,
+                what: "COLLECT FOR and USING MATERIALIZED STATE".to_string(),
+            });
+        }
+        if !create.construction.headers.is_empty() {
+            return Err(PlanError::Unsupported {
+                entity: owner,
+                what: "INVOKE write_header".to_string(),
+            });
+        }
+        let typed = TypedIndex::new(entity);
+        let (inputs, fields) = self.inputs(&typed, &create.inputs, &owner)?;
+        let route = route::compile_emitter(self, &typed, &fields, &sink_fields, create)?;
+        let (ack_timeout_ns, max_in_flight) = match create.sink.mode {
+            EmitterMode::NoAck => (None, 1),
+            EmitterMode::AckSequential { ack_timeout } => (Some(ack_timeout.nanos), 1),
+            EmitterMode::AckParallel { max, ack_timeout } => (
+                Some(ack_timeout.nanos),
+                u32::try_from(max).unwrap_or(u32::MAX),
+            ),
+        };
+        self.plan.emitters.push(EmitterPlan {
+            name: create.name.name.clone(),
+            fields: sink_fields.clone(),
+            inputs,
+            route,
+            sink,
+            sensitive: sink_fields.iter().map(|f| f.ty.sensitive).collect(),
+            detached: create.attachment == Some(Attachment::Detached),
+            ack_timeout_ns,
+            max_in_flight,
+        });
+        Ok(())
+    }
+}
+
+/// A stable identity of an ingestor's endpoint contract: its canonical text with every route's
+/// FLUSH left out (spec: the contract is the ingestor as producers see it, without FLUSH).
+fn contract_identity(definition: &Statement) -> u64 {
+    let mut contract = definition.clone();
+    if let Statement::Ingestor(IngestorStmt::Create(create)) = &mut contract {
+        for route in &mut create.routes {
+            route.flush = None;
+        }
+    }
+    let text = nervix_nspl::render_statement(&contract);
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}

@@ -1,0 +1,402 @@
+//! Compiling one route (or an emitter's construction) into a [`RoutePlan`]: which input column
+//! each inherited output column takes, the ordered SET programs, the route WHERE, the outgoing
+//! branch and the message error policy.
+//!
+//! Field reads are resolved at compile time to fixed columns, following the construction
+//! timeline validation checks (`validate/route/reads.rs`): a SET at position *i* reads
+//! `output.x` — and bare `x` / `message.x` once `x` was initialized before *i* — from the
+//! output columns, and everything else from the input row. So the VM never looks a name up
+//! while rows flow. Evaluation passes the sources in this order:
+//!
+//! | source | construction | error SET |
+//! |---|---|---|
+//! | 0 | input row | input row |
+//! | 1 | output being built | failing route's partial output |
+//! | 2 | — | `error.reference, code, operation, message` |
+//! | 3 | — | the error record being built |
+
+use std::collections::HashSet;
+
+use nervix_nspl::ast::{
+    Assignment, Branching, Flush, Inherit, InheritFields, MessageErrorPolicy, Route, RouteBranching,
+};
+use nervix_shards::flush::FlushPolicy;
+
+use super::{arrow_schema, Builder, PlanError, RelayId, TypedIndex};
+use crate::validate::route::Field;
+use crate::vm::{ColumnSlot, Program};
+use arrow_schema::SchemaRef;
+
+/// Source indices of evaluation (see the module table).
+pub const SOURCE_INPUT: usize = 0;
+pub const SOURCE_OUTPUT: usize = 1;
+pub const SOURCE_ERROR: usize = 2;
+pub const SOURCE_RECORD: usize = 3;
+
+/// The outgoing branch of a route's rows.
+pub enum BranchOut {
+    Unbranched,
+    /// The node runs inside a branch and its output keeps it (node-wide contract, or a
+    /// reingestor route that keeps its incoming branch).
+    Keep {
+        branch: super::BranchId,
+    },
+    /// `BRANCHED BY b SET …`: one program per key field (None: an optional key field not set,
+    /// which is null).
+    Construct {
+        branch: super::BranchId,
+        keys: Vec<Option<Program>>,
+    },
+}
+
+/// An error record's construction for `ON MESSAGE ERROR SEND TO`.
+pub struct ErrorSetPlan {
+    pub relay: RelayId,
+    pub schema: SchemaRef,
+    pub sets: Vec<(usize, Program)>,
+}
+
+pub enum ErrorPlan {
+    Ignore,
+    Log,
+    SendTo(ErrorSetPlan),
+}
+
+/// One compiled route.
+pub struct RoutePlan {
+    /// `ingestor 'orders_in' route to 'orders'`, for logs and errors.
+    pub label: String,
+    pub target: RelayId,
+    pub schema: SchemaRef,
+    /// Which output columns are required (non-nullable).
+    pub inherit: Vec<(usize, usize)>,
+    pub sets: Vec<(usize, Program)>,
+    pub filter: Option<Program>,
+    pub branch: BranchOut,
+    pub flush: FlushPolicy,
+    pub on_error: ErrorPlan,
+}
+
+fn position(fields: &[Field], name: &str) -> Option<usize> {
+    fields.iter().position(|f| f.name == name)
+}
+
+/// Node filters: every scope reads the input row.
+pub(crate) fn input_resolver(fields: &[Field]) -> impl Fn(&[String]) -> Option<ColumnSlot> + '_ {
+    move |path: &[String]| {
+        let name = match path {
+            [name] => name,
+            [scope, name] if scope == "input" || scope == "message" => name,
+            _ => return None,
+        };
+        position(fields, name).map(|column| ColumnSlot {
+            source: SOURCE_INPUT,
+            column,
+        })
+    }
+}
+
+/// A construction position: `initialized` lists the output fields set before it;
+/// `finalized` positions read bare names from the output only.
+fn construction_resolver<'a>(
+    input: &'a [Field],
+    output: &'a [Field],
+    initialized: &'a HashSet<String>,
+    finalized: bool,
+) -> impl Fn(&[String]) -> Option<ColumnSlot> + 'a {
+    move |path: &[String]| {
+        let from_output = |name: &str| {
+            position(output, name).map(|column| ColumnSlot {
+                source: SOURCE_OUTPUT,
+                column,
+            })
+        };
+        let from_input = |name: &str| {
+            position(input, name).map(|column| ColumnSlot {
+                source: SOURCE_INPUT,
+                column,
+            })
+        };
+        match path {
+            [scope, name] if scope == "input" => from_input(name),
+            [scope, name] if scope == "output" => from_output(name),
+            [name] | [_, name] if path.len() == 1 || path[0] == "message" => {
+                if finalized || initialized.contains(name.as_str()) {
+                    from_output(name)
+                } else {
+                    from_input(name)
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+const ERROR_FIELDS: [&str; 4] = ["reference", "code", "operation", "message"];
+
+fn error_resolver<'a>(
+    input: &'a [Field],
+    partial: &'a [Field],
+    record: &'a [Field],
+) -> impl Fn(&[String]) -> Option<ColumnSlot> + 'a {
+    move |path: &[String]| match path {
+        [scope, name] if scope == "input" => position(input, name).map(|column| ColumnSlot {
+            source: SOURCE_INPUT,
+            column,
+        }),
+        [scope, name] if scope == "partial_output" => {
+            position(partial, name).map(|column| ColumnSlot {
+                source: SOURCE_OUTPUT,
+                column,
+            })
+        }
+        [scope, name] if scope == "error" => {
+            ERROR_FIELDS
+                .iter()
+                .position(|f| f == name)
+                .map(|column| ColumnSlot {
+                    source: SOURCE_ERROR,
+                    column,
+                })
+        }
+        [name] | [_, name] if path.len() == 1 || path[0] == "message" || path[0] == "output" => {
+            position(record, name).map(|column| ColumnSlot {
+                source: SOURCE_RECORD,
+                column,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn inherit_columns(
+    inherit: Option<&Inherit>,
+    input: &[Field],
+    output: &[Field],
+) -> Vec<(usize, usize)> {
+    let Some(inherit) = inherit else {
+        return Vec::new();
+    };
+    let names: Vec<&str> = match &inherit.fields {
+        InheritFields::All { except } => input
+            .iter()
+            .map(|f| f.name.as_str())
+            .filter(|name| !except.iter().any(|e| e.name == *name))
+            .collect(),
+        InheritFields::Only(list) => list.iter().map(|i| i.name.as_str()).collect(),
+    };
+    names
+        .into_iter()
+        .filter_map(|name| Some((position(output, name)?, position(input, name)?)))
+        .collect()
+}
+
+fn compile_sets(
+    typed: &TypedIndex<'_>,
+    input: &[Field],
+    output: &[Field],
+    initialized: &mut HashSet<String>,
+    set: &[Assignment],
+) -> Result<Vec<(usize, Program)>, PlanError> {
+    let mut sets = Vec::with_capacity(set.len());
+    for assignment in set {
+        let program = {
+            let resolve = construction_resolver(input, output, initialized, false);
+            typed.compile(&assignment.value, &resolve)?
+        };
+        let column =
+            position(output, &assignment.target.name).ok_or_else(|| PlanError::Missing {
+                entity: typed.entity().to_string(),
+                what: format!("output field '{}'", assignment.target.name),
+            })?;
+        sets.push((column, program));
+        initialized.insert(assignment.target.name.clone());
+    }
+    Ok(sets)
+}
+
+fn flush_policy(flush: Option<&Flush>) -> FlushPolicy {
+    match flush {
+        Some(Flush::Each {
+            interval,
+            max_batch_size,
+        }) => FlushPolicy::Each {
+            interval_ns: interval.nanos,
+            max_batch_bytes: max_batch_size.bytes,
+        },
+        // Routes without FLUSH (validation requires one where it matters) leave at once.
+        Some(Flush::Immediate) | None => FlushPolicy::Immediate,
+    }
+}
+
+fn error_plan(
+    builder: &Builder<'_>,
+    typed: &TypedIndex<'_>,
+    input: &[Field],
+    partial: &[Field],
+    policy: &MessageErrorPolicy,
+) -> Result<ErrorPlan, PlanError> {
+    Ok(match policy {
+        MessageErrorPolicy::Ignore => ErrorPlan::Ignore,
+        MessageErrorPolicy::Log => ErrorPlan::Log,
+        MessageErrorPolicy::SendTo { relay, set } => {
+            let owner = typed.entity().to_string();
+            let relay_id = builder.relay_id(&relay.name, &owner)?;
+            let schema = builder.plan.relays[relay_id].schema.clone();
+            let record: Vec<Field> = relay_fields_of(builder, relay_id, &owner)?;
+            let resolve = error_resolver(input, partial, &record);
+            let mut sets = Vec::with_capacity(set.len());
+            for assignment in set {
+                let column = position(&record, &assignment.target.name).ok_or_else(|| {
+                    PlanError::Missing {
+                        entity: owner.clone(),
+                        what: format!("error relay field '{}'", assignment.target.name),
+                    }
+                })?;
+                sets.push((column, typed.compile(&assignment.value, &resolve)?));
+            }
+            ErrorPlan::SendTo(ErrorSetPlan {
+                relay: relay_id,
+                schema,
+                sets,
+            })
+        }
+    })
+}
+
+fn relay_fields_of(
+    builder: &Builder<'_>,
+    relay: RelayId,
+    owner: &str,
+) -> Result<Vec<Field>, PlanError> {
+    let name = builder.plan.relays[relay].name.clone();
+    let schema = match builder
+        .domain
+        .entities
+        .get(&crate::catalog::EntityKey::new(
+            nervix_nspl::ObjectKind::Relay,
+            name.clone(),
+        ))
+        .map(|e| &e.definition)
+    {
+        Some(nervix_nspl::Statement::Catalog(nervix_nspl::ast::CatalogStmt::CreateRelay(r))) => {
+            r.schema.name.clone()
+        }
+        _ => {
+            return Err(PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("relay '{name}'"),
+            })
+        }
+    };
+    builder.schema_fields(&schema, owner)
+}
+
+/// Compiles a processor's or ingestor's route. `incoming` is the node-wide contract (None for
+/// ingestors, and for reingestors whose routes construct their branch).
+pub(crate) fn compile(
+    builder: &Builder<'_>,
+    typed: &TypedIndex<'_>,
+    input: &[Field],
+    route: &Route,
+    incoming: Option<&Branching>,
+) -> Result<RoutePlan, PlanError> {
+    let owner = typed.entity().to_string();
+    let target = builder.relay_id(&route.target.name, &owner)?;
+    let output = relay_fields_of(builder, target, &owner)?;
+    let inherit = inherit_columns(route.inherit.as_ref(), input, &output);
+    let mut initialized: HashSet<String> = inherit
+        .iter()
+        .map(|(out, _)| output[*out].name.clone())
+        .collect();
+    let sets = compile_sets(typed, input, &output, &mut initialized, &route.set)?;
+    let filter = match &route.filter {
+        Some(expr) => {
+            let resolve = construction_resolver(input, &output, &initialized, true);
+            Some(typed.compile(expr, &resolve)?)
+        }
+        None => None,
+    };
+    let relay_branch = builder.plan.relays[target].branch;
+    let branch = match (&route.branching, incoming) {
+        (Some(RouteBranching::BranchedBy { branch, set }), _) if !set.is_empty() => {
+            let id = builder.branch_id(&branch.name, &owner)?;
+            let keys = builder.plan.branches[id]
+                .key_fields
+                .iter()
+                .map(|key| {
+                    set.iter()
+                        .find(|a| a.target.name == *key.name())
+                        .map(|a| {
+                            let resolve = construction_resolver(input, &output, &initialized, true);
+                            typed.compile(&a.value, &resolve)
+                        })
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            BranchOut::Construct { branch: id, keys }
+        }
+        (Some(RouteBranching::Unbranched), _) | (None, Some(Branching::Unbranched)) => {
+            BranchOut::Unbranched
+        }
+        _ => match relay_branch {
+            Some(id) => BranchOut::Keep { branch: id },
+            None => BranchOut::Unbranched,
+        },
+    };
+    let on_error = error_plan(builder, typed, input, &output, &route.on_error)?;
+    Ok(RoutePlan {
+        label: format!("{owner} route to '{}'", route.target.name),
+        target,
+        schema: arrow_schema(&output),
+        inherit,
+        sets,
+        filter,
+        branch,
+        flush: flush_policy(route.flush.as_ref()),
+        on_error,
+    })
+}
+
+/// Compiles an emitter's construction into the sink's fields.
+pub(crate) fn compile_emitter(
+    builder: &Builder<'_>,
+    typed: &TypedIndex<'_>,
+    input: &[Field],
+    sink: &[Field],
+    create: &nervix_nspl::ast::emitter::CreateEmitter,
+) -> Result<RoutePlan, PlanError> {
+    let construction = &create.construction;
+    let inherit = if construction.inherit.is_none() && construction.set.is_empty() {
+        // No construction: the rows are written as the relay holds them.
+        (0..sink.len())
+            .filter_map(|out| Some((out, position(input, &sink[out].name)?)))
+            .collect()
+    } else {
+        inherit_columns(construction.inherit.as_ref(), input, sink)
+    };
+    let mut initialized: HashSet<String> = inherit
+        .iter()
+        .map(|(out, _)| sink[*out].name.clone())
+        .collect();
+    let sets = compile_sets(typed, input, sink, &mut initialized, &construction.set)?;
+    let filter = match &construction.filter {
+        Some(expr) => {
+            let resolve = construction_resolver(input, sink, &initialized, true);
+            Some(typed.compile(expr, &resolve)?)
+        }
+        None => None,
+    };
+    let on_error = error_plan(builder, typed, input, sink, &create.on_message_error)?;
+    Ok(RoutePlan {
+        label: format!("{} sink", typed.entity()),
+        target: usize::MAX,
+        schema: arrow_schema(sink),
+        inherit,
+        sets,
+        filter,
+        branch: BranchOut::Unbranched,
+        flush: flush_policy(Some(&create.flush)),
+        on_error,
+    })
+}

@@ -1,0 +1,148 @@
+//! Route buffers: the rows one route of one node built for one concrete branch, waiting for
+//! their FLUSH (DESIGN §5 item 3). The decision of *when* is `nervix_shards::flush`'s
+//! [`RouteFlusher`]; this module keeps the Arrow parts and acknowledgement runs and turns a
+//! flush into one [`Frame`].
+
+use std::collections::HashMap;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use nervix_shards::branch_key::BranchKey;
+use nervix_shards::flush::{Action, Chunk, FlushPolicy, Now, RouteFlusher};
+
+use crate::runtime::frame::{append_runs, AckRun, Frame};
+
+/// Logical Arrow bytes of a batch as `MAX BATCH SIZE` counts them: values, offsets and
+/// validity, not allocation slack.
+pub fn logical_bytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0) as u64)
+        .sum()
+}
+
+struct Buffer {
+    flusher: RouteFlusher,
+    parts: Vec<RecordBatch>,
+    runs: Vec<AckRun>,
+}
+
+/// Every concrete branch's buffer of one route.
+pub struct RouteBuffers {
+    policy: FlushPolicy,
+    schema: SchemaRef,
+    buffers: HashMap<BranchKey, Buffer>,
+}
+
+impl RouteBuffers {
+    pub fn new(policy: FlushPolicy, schema: SchemaRef) -> RouteBuffers {
+        RouteBuffers {
+            policy,
+            schema,
+            buffers: HashMap::new(),
+        }
+    }
+
+    pub fn buffered_branches(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// Appends `batch` for `key`; frames that must leave now are pushed to `out` in order.
+    pub fn append(
+        &mut self,
+        key: BranchKey,
+        batch: RecordBatch,
+        runs: Vec<AckRun>,
+        now: Now,
+        out: &mut Vec<Frame>,
+    ) {
+        let chunk = Chunk::new(logical_bytes(&batch), batch.num_rows() as u64);
+        let policy = self.policy;
+        let buffer = self.buffers.entry(key.clone()).or_insert_with(|| Buffer {
+            flusher: RouteFlusher::new(policy),
+            parts: Vec::new(),
+            runs: Vec::new(),
+        });
+        let actions = buffer.flusher.append(chunk, now);
+        if actions.before.is_flush() {
+            if let Some(frame) = take(&self.schema, &key, buffer) {
+                out.push(frame);
+            }
+        }
+        buffer.parts.push(batch);
+        append_runs(&mut buffer.runs, &runs);
+        if actions.after.is_flush() {
+            if let Some(frame) = take(&self.schema, &key, buffer) {
+                out.push(frame);
+            }
+        }
+        if buffer.parts.is_empty() {
+            self.buffers.remove(&key);
+        }
+    }
+
+    /// Flushes every buffer whose deadline has come.
+    pub fn tick(&mut self, now: Now, out: &mut Vec<Frame>) {
+        let schema = &self.schema;
+        self.buffers.retain(|key, buffer| {
+            if let Action::Flush { .. } = buffer.flusher.tick(now) {
+                if let Some(frame) = take(schema, key, buffer) {
+                    out.push(frame);
+                }
+            }
+            !buffer.parts.is_empty()
+        });
+    }
+
+    /// Flushes everything (model alteration, stop, shutdown, eviction of one branch).
+    pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<Frame>) {
+        let schema = &self.schema;
+        self.buffers.retain(|key, buffer| {
+            if only.is_some_and(|k| k != key) {
+                return true;
+            }
+            buffer.flusher.force_flush();
+            if let Some(frame) = take(schema, key, buffer) {
+                out.push(frame);
+            }
+            false
+        });
+    }
+
+    /// The earliest deadline of any buffer: (logical, physical) instants in ns.
+    pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
+        let mut logical: Option<i64> = None;
+        let mut physical: Option<u64> = None;
+        for buffer in self.buffers.values() {
+            match buffer.flusher.next_deadline() {
+                Some(nervix_shards::flush::Deadline::Logical(at)) => {
+                    logical = Some(logical.map_or(at, |l| l.min(at)))
+                }
+                Some(nervix_shards::flush::Deadline::Physical(at)) => {
+                    physical = Some(physical.map_or(at, |p| p.min(at)))
+                }
+                None => {}
+            }
+        }
+        (logical, physical)
+    }
+}
+
+fn take(schema: &SchemaRef, key: &BranchKey, buffer: &mut Buffer) -> Option<Frame> {
+    if buffer.parts.is_empty() {
+        return None;
+    }
+    let parts = std::mem::take(&mut buffer.parts);
+    let batch = if parts.len() == 1 {
+        parts.into_iter().next()?
+    } else {
+        // Every part has the route's schema, so concatenation cannot fail.
+        arrow_select::concat::concat_batches(schema, &parts).ok()?
+    };
+    Some(Frame {
+        batch,
+        key: key.clone(),
+        acks: std::mem::take(&mut buffer.runs),
+    })
+}

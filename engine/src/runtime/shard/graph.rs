@@ -1,0 +1,930 @@
+//! One started domain's graph on a shard: relay owner buffers, the nodes (client ingestors,
+//! junctions/reingestors, emitters), their route buffers, and the pump that moves frames.
+//!
+//! Flow control is pull-based and lossless (DESIGN §5 items 3–4):
+//!
+//! - A route flush publishes its frame into the target relay's owner buffer
+//!   ([`RelayBuffer`], bounded by CAPACITY frames). When the buffer is full the frame waits in
+//!   its node's `blocked` queue, and a node with a blocked frame accepts no input.
+//! - A relay hands its front frame to its consumers only when every one of them is ready
+//!   (a processor not blocked, an emitter with room in its sink queue), so a slow sink fills
+//!   the relay, the relay blocks its publishers, and so on up to the ingestor, whose admission
+//!   stops; the client producer's credit then runs out and it waits. Nothing is dropped.
+//!
+//! Acknowledgements: every row held anywhere in the graph holds one pending unit on its
+//! payload's root in the shard's [`AckSlab`]. A node that consumes `n` rows of a run and derives
+//! `m` rows from them `transfer`s `n` units into `m`; a relay with `k` consumers multiplies a
+//! frame's units by `k` (zero consumers resolves them); a sink acks at its success boundary;
+//! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
+//! every row it produced was acked on every route it reached (spec acknowledgement rules).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use nervix_nspl::ast::GeneralErrorPolicy;
+use nervix_shards::ack::AckSlab;
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
+use nervix_shards::flush::Now;
+use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
+
+use super::buffers::RouteBuffers;
+use crate::runtime::exec::error_record;
+use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
+use crate::runtime::frame::{derive_runs, AckRun, Frame};
+use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan};
+
+/// Frames an emitter may hold flushed but not yet written before it stops taking input.
+pub const EMITTER_QUEUE_FRAMES: usize = 4;
+/// Branch TTL evictions one sweep may perform, so a sweep never stalls the shard.
+pub const MAX_EVICTIONS_PER_SWEEP: usize = 1_024;
+/// Message errors logged per node per second at most; the rest are only counted.
+pub const LOGGED_ERRORS_PER_SECOND: u64 = 10;
+
+/// The payload a root belongs to: the producer and its batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PayloadToken {
+    pub producer: u64,
+    pub batch_seq: u64,
+}
+
+/// A node of the graph, as relay consumers and blocked publishers name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeRef {
+    Ingestor(usize),
+    Processor(usize),
+    Emitter(usize),
+}
+
+impl NodeRef {
+    fn producer_id(self) -> ProducerId {
+        let (tag, index) = match self {
+            NodeRef::Ingestor(i) => (1u64, i),
+            NodeRef::Processor(i) => (2, i),
+            NodeRef::Emitter(i) => (3, i),
+        };
+        ProducerId(tag << 32 | index as u64)
+    }
+}
+
+/// A subscription tap on a relay: rows go to a console session as JSON lines.
+pub struct Tap {
+    pub id: u64,
+    /// Prefixes every line: the subscription's name.
+    pub label: String,
+    pub filter: Option<crate::vm::Program>,
+    pub sample_rate: f64,
+    pub sink: tokio::sync::mpsc::Sender<String>,
+    pub skipped_rows: u64,
+    pub sampler: u64,
+}
+
+/// Counters one node exports.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NodeCounters {
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub frames_out: u64,
+    pub message_errors: u64,
+    pub filtered_rows: u64,
+}
+
+struct Node {
+    routes: Vec<RouteBuffers>,
+    /// Frames refused by a full relay, in order; the node takes no input while any wait.
+    blocked: VecDeque<(RelayId, Frame)>,
+    counters: NodeCounters,
+    logged_in_second: (u64, u64),
+}
+
+impl Node {
+    fn new(routes: &[RoutePlan]) -> Node {
+        Node {
+            routes: routes
+                .iter()
+                .map(|r| RouteBuffers::new(r.flush, r.schema.clone()))
+                .collect(),
+            blocked: VecDeque::new(),
+            counters: NodeCounters::default(),
+            logged_in_second: (0, 0),
+        }
+    }
+}
+
+struct Relay {
+    buffer: RelayBuffer<Frame>,
+    consumers: Vec<NodeRef>,
+    taps: Vec<Tap>,
+    published_rows: u64,
+}
+
+/// Frames an emitter flushed, waiting for its sink.
+pub struct EmitterQueue {
+    pub ready: VecDeque<Frame>,
+    pub in_flight: usize,
+    pub delivered_rows: u64,
+}
+
+/// The runtime of one domain on one shard.
+pub struct Graph {
+    pub plan: Arc<DomainPlan>,
+    relays: Vec<Relay>,
+    ingestors: Vec<Node>,
+    processors: Vec<Node>,
+    emitters: Vec<Node>,
+    pub emitter_queues: Vec<EmitterQueue>,
+    encoders: HashMap<usize, BranchKeyEncoder>,
+    pub branch_tables: Vec<BranchTable<Box<[u8]>, ()>>,
+    evicted: Vec<(Box<[u8]>, ())>,
+}
+
+/// Where the caller gets time from for one step.
+#[derive(Debug, Clone, Copy)]
+pub struct Instant {
+    pub now: Now,
+    /// The execution snapshot (`now()`), domain-logical ns.
+    pub snapshot_ns: i64,
+}
+
+impl Graph {
+    pub fn new(plan: Arc<DomainPlan>) -> Graph {
+        let mut relays: Vec<Relay> = plan
+            .relays
+            .iter()
+            .map(|r| Relay {
+                buffer: RelayBuffer::new(r.capacity_frames.max(1))
+                    .unwrap_or_else(|_| unreachable!("capacity is at least one frame")),
+                consumers: Vec::new(),
+                taps: Vec::new(),
+                published_rows: 0,
+            })
+            .collect();
+        for (index, processor) in plan.processors.iter().enumerate() {
+            for input in &processor.inputs {
+                relays[input.relay]
+                    .consumers
+                    .push(NodeRef::Processor(index));
+            }
+        }
+        for (index, emitter) in plan.emitters.iter().enumerate() {
+            for input in &emitter.inputs {
+                relays[input.relay].consumers.push(NodeRef::Emitter(index));
+            }
+        }
+        let branch_tables = plan
+            .branches
+            .iter()
+            .map(|b| {
+                BranchTable::new(b.ttl_ns, b.max_instances)
+                    .unwrap_or_else(|_| BranchTable::new(b.ttl_ns, None).expect("no bound"))
+            })
+            .collect();
+        Graph {
+            ingestors: plan
+                .ingestors
+                .iter()
+                .map(|i| Node::new(&i.routes))
+                .collect(),
+            processors: plan
+                .processors
+                .iter()
+                .map(|p| Node::new(&p.routes))
+                .collect(),
+            emitters: plan
+                .emitters
+                .iter()
+                .map(|e| Node::new(std::slice::from_ref(&e.route)))
+                .collect(),
+            emitter_queues: plan
+                .emitters
+                .iter()
+                .map(|_| EmitterQueue {
+                    ready: VecDeque::new(),
+                    in_flight: 0,
+                    delivered_rows: 0,
+                })
+                .collect(),
+            relays,
+            encoders: HashMap::new(),
+            branch_tables,
+            evicted: Vec::new(),
+            plan,
+        }
+    }
+
+    fn node_mut(&mut self, node: NodeRef) -> &mut Node {
+        match node {
+            NodeRef::Ingestor(i) => &mut self.ingestors[i],
+            NodeRef::Processor(i) => &mut self.processors[i],
+            NodeRef::Emitter(i) => &mut self.emitters[i],
+        }
+    }
+
+    fn node(&self, node: NodeRef) -> &Node {
+        match node {
+            NodeRef::Ingestor(i) => &self.ingestors[i],
+            NodeRef::Processor(i) => &self.processors[i],
+            NodeRef::Emitter(i) => &self.emitters[i],
+        }
+    }
+
+    pub fn counters(&self, node: NodeRef) -> NodeCounters {
+        self.node(node).counters
+    }
+
+    /// Whether the ingestor can admit a batch now (none of its frames waits for a relay).
+    pub fn ingestor_ready(&self, ingestor: usize) -> bool {
+        self.ingestors[ingestor].blocked.is_empty()
+    }
+
+    /// Frames held by a relay's owner buffer.
+    pub fn relay_len(&self, relay: RelayId) -> usize {
+        self.relays[relay].buffer.len()
+    }
+
+    pub fn relay_published_rows(&self, relay: RelayId) -> u64 {
+        self.relays[relay].published_rows
+    }
+
+    pub fn add_tap(&mut self, relay: RelayId, tap: Tap) {
+        self.relays[relay].taps.push(tap);
+    }
+
+    pub fn remove_tap(&mut self, id: u64) -> bool {
+        let mut found = false;
+        for relay in &mut self.relays {
+            let before = relay.taps.len();
+            relay.taps.retain(|t| t.id != id);
+            found |= relay.taps.len() != before;
+        }
+        found
+    }
+
+    fn ready(&self, consumer: NodeRef) -> bool {
+        match consumer {
+            NodeRef::Processor(i) => self.processors[i].blocked.is_empty(),
+            NodeRef::Emitter(i) => {
+                self.emitter_queues[i].ready.len() < EMITTER_QUEUE_FRAMES
+                    && self.emitters[i].blocked.is_empty()
+            }
+            NodeRef::Ingestor(_) => true,
+        }
+    }
+
+    /// Admits one client batch into ingestor `index` under `root`, which holds one pending unit
+    /// per row. Returns the rows that failed under LOG (their root is nacked).
+    pub fn ingest(
+        &mut self,
+        index: usize,
+        batch: &RecordBatch,
+        root: nervix_shards::ack::AckHandle,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) {
+        let frame = Frame {
+            batch: batch.clone(),
+            key: BranchKey::Unbranched,
+            acks: vec![AckRun {
+                root,
+                rows: batch.num_rows() as u32,
+            }],
+        };
+        let plan = self.plan.clone();
+        let ingestor = &plan.ingestors[index];
+        self.process(
+            NodeRef::Ingestor(index),
+            &frame,
+            None,
+            ingestor.filter.as_ref(),
+            &ingestor.routes,
+            false,
+            at,
+            slab,
+        );
+    }
+
+    /// One node's work on one frame: input and node filters, every route, error policies,
+    /// acknowledgement transfer, and the route buffers' flushes.
+    #[allow(clippy::too_many_arguments)]
+    fn process(
+        &mut self,
+        node: NodeRef,
+        frame: &Frame,
+        input_filter: Option<&crate::vm::Program>,
+        node_filter_program: Option<&crate::vm::Program>,
+        routes: &[RoutePlan],
+        detached: bool,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) {
+        let num_rows = frame.num_rows();
+        let plan = self.plan.clone();
+        let mut per_run = vec![0u64; frame.acks.len()];
+        let mut nacked = vec![false; frame.acks.len()];
+        let mut logs: Vec<String> = Vec::new();
+        self.node_mut(node).counters.rows_in += num_rows as u64;
+        // Node-level filters: FROM … WHERE and FILTER WHERE, on the input row.
+        let mut columns: Vec<ArrayRef> = frame.batch.columns().to_vec();
+        let mut rows = num_rows;
+        let mut kept_rows: Option<UInt32Array> = None;
+        for program in [input_filter, node_filter_program].into_iter().flatten() {
+            let (mask, errors) = node_filter(program, &columns, rows, at.snapshot_ns);
+            if !errors.is_empty() {
+                let index_of = |row: u32| match &kept_rows {
+                    Some(k) => k.value(row as usize),
+                    None => row,
+                };
+                let failed: Vec<u32> = errors.iter().map(|(row, _)| index_of(row)).collect();
+                for (row, message) in errors.iter().take(1) {
+                    logs.push(format!("filter failed on row {}: {message}", index_of(row)));
+                }
+                mark_nacked(&frame.acks, failed.into_iter(), &mut nacked);
+                self.node_mut(node).counters.message_errors += errors.len() as u64;
+            }
+            let filtered = rows - mask.true_count();
+            self.node_mut(node).counters.filtered_rows += filtered as u64;
+            if filtered > 0 {
+                columns = filter_columns(&columns, &mask);
+                let base = kept_rows
+                    .take()
+                    .unwrap_or_else(|| UInt32Array::from_iter_values(0..rows as u32));
+                kept_rows = arrow_select::filter::filter(&base, &mask)
+                    .ok()
+                    .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned());
+                rows = mask.true_count();
+            }
+        }
+        let mut out_frames: Vec<(RelayId, Frame)> = Vec::new();
+        if rows > 0 {
+            for (route_index, route) in routes.iter().enumerate() {
+                let output = run_route(
+                    &plan,
+                    route,
+                    &columns,
+                    rows,
+                    &frame.key,
+                    at.snapshot_ns,
+                    &mut self.encoders,
+                );
+                self.route_output(
+                    node,
+                    route_index,
+                    route,
+                    frame,
+                    &columns,
+                    kept_rows.as_ref(),
+                    output,
+                    detached,
+                    at,
+                    &mut per_run,
+                    &mut nacked,
+                    &mut logs,
+                    &mut out_frames,
+                );
+            }
+        }
+        // Hand each run's units on to what was derived from it.
+        if !detached {
+            for (run, derived) in frame.acks.iter().zip(&per_run) {
+                let _ = slab.transfer(run.root, run.rows as u64, *derived);
+            }
+        } else {
+            for run in &frame.acks {
+                let _ = slab.ack(run.root, run.rows as u64);
+            }
+        }
+        for (run, failed) in frame.acks.iter().zip(&nacked) {
+            if *failed {
+                let _ = slab.nack(run.root);
+            }
+        }
+        self.log(node, logs);
+        for (relay, frame) in out_frames {
+            self.publish(node, relay, frame, at, slab);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn route_output(
+        &mut self,
+        node: NodeRef,
+        route_index: usize,
+        route: &RoutePlan,
+        frame: &Frame,
+        columns: &[ArrayRef],
+        kept_rows: Option<&UInt32Array>,
+        output: RouteOutput,
+        detached: bool,
+        at: Instant,
+        per_run: &mut [u64],
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+        out_frames: &mut Vec<(RelayId, Frame)>,
+    ) {
+        let to_frame_rows = |rows: &UInt32Array| -> UInt32Array {
+            match kept_rows {
+                Some(kept) => arrow_select::take::take(kept, rows, None)
+                    .ok()
+                    .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned())
+                    .unwrap_or_else(|| rows.clone()),
+                None => rows.clone(),
+            }
+        };
+        let mut flushed = Vec::new();
+        for group in output.groups {
+            let runs = if detached {
+                Vec::new()
+            } else {
+                derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run)
+            };
+            self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
+            let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
+            if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
+                self.touch_branch(branch, bytes, at.now.physical_ns);
+            }
+            self.node_mut(node).routes[route_index].append(
+                group.key,
+                group.batch,
+                runs,
+                at.now,
+                &mut flushed,
+            );
+        }
+        match node {
+            // An emitter's one route feeds its sink queue, not a relay.
+            NodeRef::Emitter(index) => self.emitter_queues[index].ready.extend(flushed),
+            _ => out_frames.extend(flushed.into_iter().map(|f| (route.target, f))),
+        }
+        if output.failed.is_empty() {
+            return;
+        }
+        self.node_mut(node).counters.message_errors += output.failed.len() as u64;
+        let failed_frame_rows: Vec<u32> = output
+            .failed
+            .iter()
+            .map(|(row, _)| match kept_rows {
+                Some(kept) => kept.value(*row as usize),
+                None => *row,
+            })
+            .collect();
+        match &route.on_error {
+            ErrorPlan::Ignore => {}
+            ErrorPlan::Log => {
+                if let Some((row, message)) = output.failed.first() {
+                    logs.push(format!("{}: row {row}: {message}", route.label));
+                }
+                mark_nacked(&frame.acks, failed_frame_rows.into_iter(), nacked);
+            }
+            ErrorPlan::SendTo(error) => {
+                let records = error_record::build(
+                    &self.plan.clone(),
+                    route,
+                    error,
+                    columns,
+                    &output.partial,
+                    &output.failed,
+                    &frame.key,
+                    at.snapshot_ns,
+                );
+                for (key, batch, rows) in records.groups {
+                    let runs = if detached {
+                        Vec::new()
+                    } else {
+                        derive_runs(&frame.acks, &to_frame_rows(&rows), per_run)
+                    };
+                    out_frames.push((
+                        error.relay,
+                        Frame {
+                            batch,
+                            key,
+                            acks: runs,
+                        },
+                    ));
+                }
+                if let Some((row, message)) = records.failed.first() {
+                    logs.push(format!(
+                        "{}: error record for row {row}: {message}",
+                        route.label
+                    ));
+                }
+                let bad: Vec<u32> = records
+                    .failed
+                    .iter()
+                    .map(|(row, _)| match kept_rows {
+                        Some(kept) => kept.value(*row as usize),
+                        None => *row,
+                    })
+                    .collect();
+                mark_nacked(&frame.acks, bad.into_iter(), nacked);
+            }
+        }
+    }
+
+    fn log(&mut self, node: NodeRef, logs: Vec<String>) {
+        if logs.is_empty() {
+            return;
+        }
+        let second = (crate::runtime::clock::wall_ns() / 1_000_000_000) as u64;
+        let name = self.node_name(node);
+        let state = &mut self.node_mut(node).logged_in_second;
+        if state.0 != second {
+            *state = (second, 0);
+        }
+        for line in logs {
+            if state.1 < LOGGED_ERRORS_PER_SECOND {
+                state.1 += 1;
+                tracing::warn!(target: "nervix::message_error", "{name}: {line}");
+            }
+        }
+    }
+
+    pub fn node_name(&self, node: NodeRef) -> String {
+        match node {
+            NodeRef::Ingestor(i) => format!("ingestor '{}'", self.plan.ingestors[i].name),
+            NodeRef::Processor(i) => format!("processor '{}'", self.plan.processors[i].name),
+            NodeRef::Emitter(i) => format!("emitter '{}'", self.plan.emitters[i].name),
+        }
+    }
+
+    fn touch_branch(&mut self, branch: usize, key: &[u8], physical_ns: u64) {
+        let touched = self.branch_tables[branch].touch_or_insert(key, physical_ns, || ());
+        if let Some(evicted) = touched.evicted {
+            let key: Box<[u8]> = evicted.0;
+            self.evicted.push((key, ()));
+        }
+    }
+
+    /// Publishes into a relay, or queues the frame on its node when the relay is full.
+    fn publish(
+        &mut self,
+        from: NodeRef,
+        relay: RelayId,
+        frame: Frame,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) {
+        if !self.node(from).blocked.is_empty() {
+            self.node_mut(from).blocked.push_back((relay, frame));
+            return;
+        }
+        if let Err(full) = self.try_publish(from, relay, frame, at, slab) {
+            self.node_mut(from).blocked.push_back((relay, full));
+        }
+    }
+
+    fn try_publish(
+        &mut self,
+        from: NodeRef,
+        relay: RelayId,
+        frame: Frame,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) -> Result<(), Frame> {
+        let consumers = self.relays[relay].consumers.len() as u64;
+        let rows = frame.num_rows() as u64;
+        self.feed_taps(relay, &frame, at);
+        let state = &mut self.relays[relay];
+        if consumers == 0 {
+            // Nobody reads this relay: its rows are resolved on arrival.
+            state.published_rows += rows;
+            for run in &frame.acks {
+                let _ = slab.ack(run.root, run.rows as u64);
+            }
+            return Ok(());
+        }
+        let acks = frame.acks.clone();
+        match state.buffer.try_push(from.producer_id(), frame) {
+            Ok(()) => {
+                state.published_rows += rows;
+                if consumers > 1 {
+                    for run in &acks {
+                        let _ =
+                            slab.transfer(run.root, run.rows as u64, run.rows as u64 * consumers);
+                    }
+                }
+                self.node_mut(from).counters.frames_out += 1;
+                Ok(())
+            }
+            Err(full) => Err(full.into_frame()),
+        }
+    }
+
+    fn feed_taps(&mut self, relay: RelayId, frame: &Frame, at: Instant) {
+        if self.relays[relay].taps.is_empty() {
+            return;
+        }
+        let plan = self.plan.clone();
+        let sensitive = &plan.relays[relay].sensitive;
+        for tap in &mut self.relays[relay].taps {
+            super::subscription::feed(tap, &frame.batch, sensitive, at.snapshot_ns);
+        }
+    }
+
+    /// Moves frames until nothing more can move: blocked publishes first (they hold reserved
+    /// slots), then relay fronts to ready consumers. Returns whether anything moved.
+    pub fn pump(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) -> bool {
+        let mut moved_any = false;
+        loop {
+            let mut moved = false;
+            moved |= self.retry_blocked(at, slab);
+            for relay in 0..self.relays.len() {
+                while self.relays[relay].buffer.len() > 0 {
+                    let consumers = self.relays[relay].consumers.clone();
+                    if !consumers.iter().all(|c| self.ready(*c)) {
+                        break;
+                    }
+                    let Some(popped) = self.relays[relay].buffer.pop() else {
+                        break;
+                    };
+                    moved = true;
+                    for consumer in consumers {
+                        self.deliver(consumer, relay, &popped.frame, at, slab);
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+            moved_any = true;
+        }
+        moved_any
+    }
+
+    fn retry_blocked(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) -> bool {
+        let mut moved = false;
+        let nodes: Vec<NodeRef> = (0..self.ingestors.len())
+            .map(NodeRef::Ingestor)
+            .chain((0..self.processors.len()).map(NodeRef::Processor))
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect();
+        for node in nodes {
+            while let Some((relay, frame)) = self.node_mut(node).blocked.pop_front() {
+                match self.try_publish(node, relay, frame, at, slab) {
+                    Ok(()) => moved = true,
+                    Err(frame) => {
+                        self.node_mut(node).blocked.push_front((relay, frame));
+                        break;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    fn deliver(
+        &mut self,
+        consumer: NodeRef,
+        relay: RelayId,
+        frame: &Frame,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) {
+        let plan = self.plan.clone();
+        match consumer {
+            NodeRef::Processor(index) => {
+                let processor = &plan.processors[index];
+                let input = processor.inputs.iter().find(|i| i.relay == relay);
+                self.process(
+                    consumer,
+                    frame,
+                    input.and_then(|i| i.filter.as_ref()),
+                    processor.filter.as_ref(),
+                    &processor.routes,
+                    processor.detached,
+                    at,
+                    slab,
+                );
+            }
+            NodeRef::Emitter(index) => {
+                let emitter = &plan.emitters[index];
+                let input = emitter.inputs.iter().find(|i| i.relay == relay);
+                self.process(
+                    consumer,
+                    frame,
+                    input.and_then(|i| i.filter.as_ref()),
+                    None,
+                    std::slice::from_ref(&emitter.route),
+                    emitter.detached,
+                    at,
+                    slab,
+                );
+            }
+            NodeRef::Ingestor(_) => {}
+        }
+    }
+
+    /// Flushes buffers whose deadline came, sweeps branch TTLs; then pumps.
+    pub fn tick(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
+        let mut expired = Vec::new();
+        for (branch, table) in self.branch_tables.iter_mut().enumerate() {
+            let mut out = Vec::new();
+            table.sweep(at.now.physical_ns, MAX_EVICTIONS_PER_SWEEP, &mut out);
+            expired.extend(out.into_iter().map(|(key, _)| (branch, key)));
+        }
+        let lru = std::mem::take(&mut self.evicted);
+        let mut keys: Vec<BranchKey> = expired
+            .into_iter()
+            .map(|(_, key)| BranchKey::Key(key))
+            .collect();
+        keys.extend(lru.into_iter().map(|(key, _)| BranchKey::Key(key)));
+        for key in keys {
+            // An evicted branch leaves with its buffered work flushed, never lost.
+            self.flush_all(Some(&key), at, slab);
+        }
+        self.flush_due(at, slab);
+        self.pump(at, slab);
+    }
+
+    fn flush_due(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
+        let plan = self.plan.clone();
+        let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
+        let emitter_targets: Vec<Option<usize>> = vec![None; plan.emitters.len()];
+        for (index, node) in self.ingestors.iter_mut().enumerate() {
+            for (route, buffers) in node.routes.iter_mut().enumerate() {
+                let mut frames = Vec::new();
+                buffers.tick(at.now, &mut frames);
+                let target = plan.ingestors[index].routes[route].target;
+                out.extend(
+                    frames
+                        .into_iter()
+                        .map(|f| (NodeRef::Ingestor(index), target, f)),
+                );
+            }
+        }
+        for (index, node) in self.processors.iter_mut().enumerate() {
+            for (route, buffers) in node.routes.iter_mut().enumerate() {
+                let mut frames = Vec::new();
+                buffers.tick(at.now, &mut frames);
+                let target = plan.processors[index].routes[route].target;
+                out.extend(
+                    frames
+                        .into_iter()
+                        .map(|f| (NodeRef::Processor(index), target, f)),
+                );
+            }
+        }
+        let _ = emitter_targets;
+        for (index, node) in self.emitters.iter_mut().enumerate() {
+            let mut frames = Vec::new();
+            node.routes[0].tick(at.now, &mut frames);
+            self.emitter_queues[index].ready.extend(frames);
+        }
+        for (node, relay, frame) in out {
+            self.publish(node, relay, frame, at, slab);
+        }
+    }
+
+    /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
+    pub fn flush_all(
+        &mut self,
+        key: Option<&BranchKey>,
+        at: Instant,
+        slab: &mut AckSlab<PayloadToken>,
+    ) {
+        let plan = self.plan.clone();
+        let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
+        for (index, node) in self.ingestors.iter_mut().enumerate() {
+            for (route, buffers) in node.routes.iter_mut().enumerate() {
+                let mut frames = Vec::new();
+                buffers.force_flush(key, &mut frames);
+                let target = plan.ingestors[index].routes[route].target;
+                out.extend(
+                    frames
+                        .into_iter()
+                        .map(|f| (NodeRef::Ingestor(index), target, f)),
+                );
+            }
+        }
+        for (index, node) in self.processors.iter_mut().enumerate() {
+            for (route, buffers) in node.routes.iter_mut().enumerate() {
+                let mut frames = Vec::new();
+                buffers.force_flush(key, &mut frames);
+                let target = plan.processors[index].routes[route].target;
+                out.extend(
+                    frames
+                        .into_iter()
+                        .map(|f| (NodeRef::Processor(index), target, f)),
+                );
+            }
+        }
+        for (index, node) in self.emitters.iter_mut().enumerate() {
+            let mut frames = Vec::new();
+            node.routes[0].force_flush(key, &mut frames);
+            self.emitter_queues[index].ready.extend(frames);
+        }
+        for (node, relay, frame) in out {
+            self.publish(node, relay, frame, at, slab);
+        }
+    }
+
+    /// The earliest flush deadline of any buffer: (logical, physical) ns.
+    pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
+        let mut logical: Option<i64> = None;
+        let mut physical: Option<u64> = None;
+        for node in self
+            .ingestors
+            .iter()
+            .chain(&self.processors)
+            .chain(&self.emitters)
+        {
+            for buffers in &node.routes {
+                let (l, p) = buffers.next_deadline();
+                logical = min_opt(logical, l);
+                physical = min_opt(physical, p);
+            }
+        }
+        for table in &self.branch_tables {
+            physical = min_opt(physical, table.next_expiry_ns());
+        }
+        (logical, physical)
+    }
+
+    /// Whether an ingestor's general errors are logged.
+    pub fn general_policy(&self, ingestor: usize) -> GeneralErrorPolicy {
+        self.plan.ingestors[ingestor].general_error
+    }
+
+    /// Rows held anywhere in the graph (relay buffers, blocked frames, emitter queues).
+    pub fn held_frames(&self) -> usize {
+        self.relays.iter().map(|r| r.buffer.len()).sum::<usize>()
+            + self
+                .ingestors
+                .iter()
+                .chain(&self.processors)
+                .chain(&self.emitters)
+                .map(|n| n.blocked.len())
+                .sum::<usize>()
+            + self
+                .emitter_queues
+                .iter()
+                .map(|q| q.ready.len() + q.in_flight)
+                .sum::<usize>()
+    }
+
+    /// Buffered route branches across nodes.
+    pub fn buffered_route_branches(&self) -> usize {
+        self.ingestors
+            .iter()
+            .chain(&self.processors)
+            .chain(&self.emitters)
+            .flat_map(|n| &n.routes)
+            .map(|b| b.buffered_branches())
+            .sum()
+    }
+
+    /// Live branch instances and evictions by reason, per branch declaration.
+    pub fn branch_figures(&self) -> Vec<(String, usize, [(EvictionReason, u64); 3])> {
+        self.plan
+            .branches
+            .iter()
+            .zip(&self.branch_tables)
+            .map(|(plan, table)| {
+                let counters = table.counters();
+                (
+                    plan.name.clone(),
+                    table.len(),
+                    [
+                        (EvictionReason::Ttl, counters.get(EvictionReason::Ttl)),
+                        (EvictionReason::Lru, counters.get(EvictionReason::Lru)),
+                        (
+                            EvictionReason::Explicit,
+                            counters.get(EvictionReason::Explicit),
+                        ),
+                    ],
+                )
+            })
+            .collect()
+    }
+}
+
+fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+fn filter_columns(columns: &[ArrayRef], mask: &BooleanArray) -> Vec<ArrayRef> {
+    columns
+        .iter()
+        .map(|c| arrow_select::filter::filter(c.as_ref(), mask).unwrap_or_else(|_| c.clone()))
+        .collect()
+}
+
+/// Marks the runs that `rows` (ascending frame rows) fall in.
+fn mark_nacked(runs: &[AckRun], rows: impl Iterator<Item = u32>, nacked: &mut [bool]) {
+    let mut counts = vec![0u64; runs.len()];
+    crate::runtime::frame::count_rows_per_run(runs, rows, &mut counts);
+    for (flag, count) in nacked.iter_mut().zip(counts) {
+        if count > 0 {
+            *flag = true;
+        }
+    }
+}
+
+/// Rows of a frame, for tests and figures.
+pub fn frame_rows(frame: &RecordBatch) -> usize {
+    frame.num_rows()
+}

@@ -1,0 +1,240 @@
+//! Everything one shard owns for the data plane: the graphs of the started domains placed on
+//! it, the acknowledgement slab of the payloads it admitted, the client producers and
+//! consumers attached to it, and its file sinks (DESIGN §3 "Shards").
+//!
+//! [`ShardState`] is plain single-threaded state: session connections, the ticker and the
+//! control commands all run as tasks on the shard's one executor and call into it through
+//! short `RefCell` borrows that never span an `.await`. Every entry point ends with
+//! [`ShardState::step`], which admits queued batches, pumps the graphs, hands frames to sinks
+//! and answers resolved batches until nothing moves, so no work waits for a timer it does not
+//! need.
+
+pub mod buffers;
+pub mod graph;
+pub mod ingest;
+pub mod sinks;
+pub mod subscription;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use nervix_net::session::frame::{Frame as SessionFrame, ProducerEndReason};
+use nervix_shards::ack::AckSlab;
+use nervix_shards::flush::Now;
+
+use self::graph::{Graph, Instant, PayloadToken};
+use self::ingest::{Admission, ProducerState};
+use self::sinks::{ConsumerState, FileSinkHandle};
+use crate::runtime::clock;
+use crate::runtime::plan::{DomainPlan, SinkPlan};
+
+/// Payload roots one shard tracks at once; a full slab answers further batches `busy`.
+pub const ACK_SLAB_ROOTS: u32 = 65_536;
+
+/// A connection's outbound frames. Unbounded as a channel but bounded by the protocol: the
+/// server sends at most one outcome per outstanding batch (≤ credit), one delivery per consumer
+/// credit, and one control frame per request.
+pub type Outbound = async_channel::Sender<SessionFrame>;
+
+/// One started domain on this shard.
+pub struct DomainRun {
+    pub graph: Graph,
+    pub admission: Vec<Admission>,
+    pub files: HashMap<usize, FileSinkHandle>,
+    /// START generation, told to producers.
+    pub generation: u64,
+}
+
+/// The data-plane state of one shard.
+pub struct ShardState {
+    pub shard: usize,
+    pub runs: HashMap<String, DomainRun>,
+    /// Every domain the catalog knows, with whether it is started (for open refusals).
+    pub known: HashMap<String, bool>,
+    pub slab: AckSlab<PayloadToken>,
+    pub producers: HashMap<u64, ProducerState>,
+    pub consumers: HashMap<u64, ConsumerState>,
+    pub admitted: ingest::AdmittedMap,
+    next_id: u64,
+    resolved: Vec<(PayloadToken, nervix_shards::ack::Outcome)>,
+    /// Wakes the ticker when a new deadline may be earlier than the one it sleeps for.
+    pub kick: async_channel::Sender<()>,
+    pub counters: ShardCounters,
+    /// Where FILE clients' relative roots live.
+    pub data_dir: std::path::PathBuf,
+}
+
+/// Node-wide counters for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShardCounters {
+    pub batches_completed: u64,
+    pub batches_rejected: u64,
+    pub batches_failed: u64,
+    pub batches_invalid: u64,
+    pub batches_busy: u64,
+    pub rows_admitted: u64,
+    pub bytes_admitted: u64,
+    pub rows_delivered: u64,
+    pub stale_acks: u64,
+}
+
+impl ShardState {
+    pub fn new(
+        shard: usize,
+        kick: async_channel::Sender<()>,
+        data_dir: std::path::PathBuf,
+    ) -> ShardState {
+        ShardState {
+            shard,
+            runs: HashMap::new(),
+            known: HashMap::new(),
+            slab: AckSlab::new(ACK_SLAB_ROOTS)
+                .unwrap_or_else(|_| unreachable!("a valid constant capacity")),
+            producers: HashMap::new(),
+            consumers: HashMap::new(),
+            admitted: HashMap::new(),
+            next_id: 1,
+            resolved: Vec::new(),
+            kick,
+            counters: ShardCounters::default(),
+            data_dir,
+        }
+    }
+
+    pub fn next_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// The instants of one step.
+    pub fn instant(&self) -> Instant {
+        let wall = clock::wall_ns();
+        Instant {
+            now: Now::new(wall, clock::physical_ns()),
+            snapshot_ns: wall,
+        }
+    }
+
+    /// Starts (or replaces) a domain's graph. A replaced graph is flushed first and its
+    /// attachments end: the contract changed.
+    pub fn deploy(&mut self, plan: Arc<DomainPlan>) {
+        let name = plan.name.clone();
+        self.undeploy(&name, ProducerEndReason::ContractChanged);
+        let graph = Graph::new(plan.clone());
+        let admission = plan
+            .ingestors
+            .iter()
+            .map(|i| Admission::new(i.window))
+            .collect();
+        let mut files = HashMap::new();
+        for (index, emitter) in plan.emitters.iter().enumerate() {
+            if let SinkPlan::FileAppend { path, format } = &emitter.sink {
+                match FileSinkHandle::start(path.clone(), *format, emitter.name.clone()) {
+                    Ok(handle) => {
+                        files.insert(index, handle);
+                    }
+                    Err(error) => tracing::error!(
+                        "domain '{name}': emitter '{}' cannot open {}: {error}",
+                        emitter.name,
+                        path.display()
+                    ),
+                }
+            }
+        }
+        tracing::info!(
+            "shard {}: domain '{name}' running: {} relays, {} ingestors, {} processors, {} emitters",
+            self.shard,
+            plan.relays.len(),
+            plan.ingestors.len(),
+            plan.processors.len(),
+            plan.emitters.len()
+        );
+        self.known.insert(name.clone(), true);
+        self.runs.insert(
+            name,
+            DomainRun {
+                graph,
+                admission,
+                files,
+                generation: plan.generation,
+            },
+        );
+        self.step();
+    }
+
+    /// Stops a domain: buffered rows are flushed towards their sinks, producers and consumers
+    /// attached to it end with `reason`, its graph is dropped.
+    pub fn undeploy(&mut self, domain: &str, reason: ProducerEndReason) {
+        if !self.runs.contains_key(domain) {
+            return;
+        }
+        let at = self.instant();
+        if let Some(run) = self.runs.get_mut(domain) {
+            run.graph.flush_all(None, at, &mut self.slab);
+            run.graph.pump(at, &mut self.slab);
+        }
+        self.dispatch_sinks();
+        self.end_attachments(domain, reason);
+        self.runs.remove(domain);
+        self.known.insert(domain.to_string(), false);
+    }
+
+    /// One round of work until nothing moves.
+    pub fn step(&mut self) {
+        for _ in 0..ingest::MAX_STEP_ROUNDS {
+            let at = self.instant();
+            let mut moved = self.admit(at);
+            for run in self.runs.values_mut() {
+                moved |= run.graph.pump(at, &mut self.slab);
+            }
+            moved |= self.dispatch_sinks();
+            moved |= self.answer_resolved();
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    /// Flushes due route buffers, sweeps branches and times out batches, then steps.
+    pub fn tick(&mut self) {
+        let at = self.instant();
+        for run in self.runs.values_mut() {
+            run.graph.tick(at, &mut self.slab);
+        }
+        self.time_out(at);
+        self.step();
+    }
+
+    /// The earliest instant, in physical ns, the ticker must wake at.
+    pub fn next_wake_ns(&self) -> Option<u64> {
+        let at = self.instant();
+        let mut wake: Option<u64> = None;
+        for run in self.runs.values() {
+            let (logical, physical) = run.graph.next_deadline();
+            if let Some(p) = physical {
+                wake = Some(wake.map_or(p, |w| w.min(p)));
+            }
+            if let Some(l) = logical {
+                let delta = u64::try_from(l.saturating_sub(at.now.logical_ns)).unwrap_or(0);
+                let p = at.now.physical_ns.saturating_add(delta);
+                wake = Some(wake.map_or(p, |w| w.min(p)));
+            }
+        }
+        wake
+    }
+
+    fn answer_resolved(&mut self) -> bool {
+        self.slab.drain_resolved(&mut self.resolved);
+        if self.resolved.is_empty() {
+            return false;
+        }
+        let resolved = std::mem::take(&mut self.resolved);
+        for (token, outcome) in &resolved {
+            self.resolve_payload(*token, *outcome);
+        }
+        self.resolved = resolved;
+        self.resolved.clear();
+        true
+    }
+}
