@@ -1159,7 +1159,7 @@ mod tests {
             "{message}"
         );
         assert!(
-            message.contains("raise `ulimit -l` to at least 512"),
+            message.contains("raise `ulimit -l` to at least 1536"),
             "{message}"
         );
         let enomem = GlommioError::<()>::IoError(std::io::Error::from_raw_os_error(12));
