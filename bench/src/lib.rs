@@ -4,6 +4,15 @@
 //! scenarios run by `nervix bench …`, and the criterion micro-benchmarks whose results `perf/`
 //! records. It may depend on the `nervix` engine crate.
 //!
-//! Nothing of that exists yet: the crate holds its place in the workspace so the dependency
-//! graph of DESIGN §2 is fixed from the start, and the scenarios arrive once the engine can run
-//! a graph.
+//! What exists: the `nervix-bench` binary (`nervix bench` execs it) with the end-to-end
+//! scenarios of DESIGN §10 that the engine can run today ([`scenario`]: client producer →
+//! junction `contains` filter + `upper` map → client consumer, over loopback and in-process),
+//! their fixed-seed row generator ([`gen`]), results as a table and one JSON line
+//! ([`report`]), and the compare tool ([`compare`]); plus the criterion benchmarks of the NSPL
+//! front end and the console. Nexmark, HTTP endpoint and Kafka scenarios arrive with their
+//! connectors.
+
+pub mod compare;
+pub mod gen;
+pub mod report;
+pub mod scenario;

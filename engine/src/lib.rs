@@ -19,6 +19,7 @@ pub mod alter;
 pub mod catalog;
 pub mod console;
 pub mod control;
+pub mod embedded;
 pub mod runtime;
 pub mod types;
 pub mod validate;

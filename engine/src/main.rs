@@ -28,6 +28,10 @@ enum Command {
     Console(cli::console::ConsoleArguments),
     /// Run a node: the replicated catalog and the console.
     Serve(cli::serve::ServeArguments),
+    /// Run a benchmark scenario (execs the `nervix-bench` binary next to this one).
+    Bench(cli::bench::BenchArguments),
+    /// An embedded node running examples/demo.nspl under synthetic load.
+    Demo(cli::demo::DemoArguments),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,8 @@ fn main() -> ExitCode {
         Command::Version => cli::print_version(),
         Command::Console(console) => cli::console::run(&console),
         Command::Serve(serve) => cli::serve::run(&serve),
+        Command::Bench(bench) => cli::bench::run(&bench),
+        Command::Demo(demo) => cli::demo::run(&demo),
     };
     match outcome {
         Ok(status) => status.into(),

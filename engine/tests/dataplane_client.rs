@@ -6,14 +6,12 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema};
 use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
-use nervix_net::session::frame::{ExpectedField, Outcome};
-use support::{Client, Node};
+use nervix_net::session::frame::Outcome;
+use support::dataplane::{define, order_fields, orders, rows_of, runtime};
+use support::Node;
 
 const GRAPH: &str = "
 CREATE DOMAIN shop;
@@ -52,82 +50,6 @@ CREATE CLIENT CONSUMER EMITTER picked_out
   ON GENERAL ERROR LOG;
 START;
 ";
-
-fn define(client: &mut Client, script: &str) {
-    for statement in split_statements(script) {
-        client.ok(&statement);
-    }
-}
-
-fn split_statements(script: &str) -> Vec<String> {
-    script
-        .split_inclusive(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && *s != ";")
-        .map(str::to_string)
-        .collect()
-}
-
-fn order_fields() -> Vec<ExpectedField> {
-    ["tenant", "item", "amount"]
-        .iter()
-        .zip(["STRING", "STRING", "I64"])
-        .map(|(name, ty)| ExpectedField {
-            name: name.to_string(),
-            type_text: ty.to_string(),
-            optional: false,
-            sensitive: false,
-        })
-        .collect()
-}
-
-fn orders(rows: &[(&str, &str, i64)]) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("tenant", DataType::Utf8, false),
-        Field::new("item", DataType::Utf8, false),
-        Field::new("amount", DataType::Int64, false),
-    ]));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-    ];
-    RecordBatch::try_new(schema, columns).expect("batch")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn rows_of(batch: &RecordBatch) -> Vec<(String, String, i64)> {
-    let tenant = batch
-        .column(0)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .unwrap();
-    let item = batch
-        .column(1)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .unwrap();
-    let amount = batch
-        .column(2)
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .unwrap();
-    (0..batch.num_rows())
-        .map(|i| {
-            (
-                tenant.value(i).to_string(),
-                item.value(i).to_string(),
-                amount.value(i),
-            )
-        })
-        .collect()
-}
 
 #[test]
 fn producer_to_junction_to_consumer_delivers_exactly_the_matching_rows_per_branch() {

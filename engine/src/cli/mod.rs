@@ -3,8 +3,10 @@
 //! Each command reports problems with single files as it meets them and goes on with the next
 //! file, so one run shows everything wrong; the worst [`Status`] seen decides the exit code.
 
+pub mod bench;
 pub mod check;
 pub mod console;
+pub mod demo;
 mod diff;
 pub mod fmt;
 mod input;

@@ -52,6 +52,38 @@ pub enum Command {
     Stats {
         reply: tokio::sync::oneshot::Sender<ShardStats>,
     },
+    /// An in-process producer (answers arrive on `events` as protocol frames).
+    OpenProducer {
+        domain: String,
+        ingestor: String,
+        fields: Vec<nervix_net::session::frame::ExpectedField>,
+        credit_batches: u32,
+        credit_bytes: u64,
+        events: async_channel::Sender<super::shard::InProcessEvent>,
+    },
+    Submit {
+        producer: u64,
+        batch_seq: u64,
+        batch: arrow_array::RecordBatch,
+    },
+    /// An in-process consumer (deliveries arrive on `events` as batches).
+    OpenConsumer {
+        domain: String,
+        emitter: String,
+        credit_batches: u32,
+        events: async_channel::Sender<super::shard::InProcessEvent>,
+    },
+    Ack {
+        consumer: u64,
+        delivery_seq: u64,
+        accepted: bool,
+    },
+    CloseProducer {
+        producer: u64,
+    },
+    CloseConsumer {
+        consumer: u64,
+    },
     /// Flush everything, let sinks finish for at most `deadline_ms`, end attachments.
     Drain {
         deadline_ms: u64,
@@ -243,6 +275,65 @@ pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, 
                     run.graph.remove_tap(id);
                 }
             }
+            Command::OpenProducer {
+                domain,
+                ingestor,
+                fields,
+                credit_batches,
+                credit_bytes,
+                events,
+            } => {
+                let mut shard = state.borrow_mut();
+                let connection = shard.next_id();
+                shard.open_producer(
+                    connection,
+                    &super::shard::Outbound::InProcess(events),
+                    0,
+                    &domain,
+                    &ingestor,
+                    &fields,
+                    credit_batches,
+                    credit_bytes,
+                );
+            }
+            Command::Submit {
+                producer,
+                batch_seq,
+                batch,
+            } => state
+                .borrow_mut()
+                .submit_in_process(producer, batch_seq, batch),
+            Command::OpenConsumer {
+                domain,
+                emitter,
+                credit_batches,
+                events,
+            } => {
+                let mut shard = state.borrow_mut();
+                let connection = shard.next_id();
+                shard.open_consumer(
+                    connection,
+                    &super::shard::Outbound::InProcess(events),
+                    0,
+                    &domain,
+                    &emitter,
+                    credit_batches,
+                );
+            }
+            Command::Ack {
+                consumer,
+                delivery_seq,
+                accepted,
+            } => state
+                .borrow_mut()
+                .consumer_ack(consumer, delivery_seq, accepted),
+            Command::CloseProducer { producer } => state
+                .borrow_mut()
+                .close_producer(producer, Some(ProducerEndReason::Closed)),
+            Command::CloseConsumer { consumer } => state.borrow_mut().close_consumer(
+                consumer,
+                Some(nervix_net::session::frame::ConsumerEndReason::Closed),
+            ),
             Command::Stats { reply } => {
                 let mut stats = collect_stats(&state.borrow());
                 stats.stalls = ctx.stall_count();

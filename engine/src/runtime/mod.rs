@@ -14,6 +14,7 @@ pub mod clock;
 pub mod driver;
 pub mod exec;
 pub mod frame;
+pub mod in_process;
 pub mod observe;
 pub mod plan;
 pub mod session;

@@ -15,7 +15,7 @@ use nervix_net::session::frame::{
     ConsumerEndReason, Frame as SessionFrame, FrameDecoder, ProducerEndReason,
 };
 
-use super::shard::ShardState;
+use super::shard::{Outbound, ShardState};
 
 /// Bytes read from a socket at once.
 pub const READ_CHUNK_BYTES: usize = 256 << 10;
@@ -24,7 +24,8 @@ pub const READ_CHUNK_BYTES: usize = 256 << 10;
 pub async fn serve_connection(state: Rc<RefCell<ShardState>>, stream: glommio::net::TcpStream) {
     let _ = stream.set_nodelay(true);
     let connection = state.borrow_mut().next_id();
-    let (outbound, outgoing) = async_channel::unbounded::<SessionFrame>();
+    let (sender, outgoing) = async_channel::unbounded::<SessionFrame>();
+    let outbound = Outbound::Session(sender.clone());
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let writer_task = glommio::spawn_local(async move {
         while let Ok(frame) = outgoing.recv().await {
@@ -181,6 +182,6 @@ pub async fn serve_connection(state: Rc<RefCell<ShardState>>, stream: glommio::n
             shard.close_consumer(consumer, None);
         }
     }
-    outbound.close();
+    sender.close();
     drop(writer_task);
 }

@@ -278,6 +278,18 @@ impl Client {
         self.send(&format!("\\auth {user} {password}")).status
     }
 
+    /// Reads one raw line (a subscription row between statements), within `timeout`.
+    pub fn read_raw_line(&mut self, timeout: Duration) -> Option<String> {
+        self.reader.get_ref().set_read_timeout(Some(timeout)).ok()?;
+        let mut line = String::new();
+        let result = self.reader.read_line(&mut line);
+        let _ = self.reader.get_ref().set_read_timeout(Some(REPLY_TIMEOUT));
+        match result {
+            Ok(n) if n > 0 => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+            _ => None,
+        }
+    }
+
     /// Sends a statement that must succeed; returns its output lines.
     pub fn ok(&mut self, statement: &str) -> Vec<String> {
         let answer = self.send(statement);
@@ -285,3 +297,5 @@ impl Client {
         answer.lines
     }
 }
+
+pub mod dataplane;

@@ -94,7 +94,7 @@ pub fn expected_fields(fields: &[Field]) -> Vec<ExpectedField> {
 
 fn send(outbound: &Outbound, frame: SessionFrame) {
     // A closed connection has nobody left to tell.
-    let _ = outbound.try_send(frame);
+    outbound.try_send(frame);
 }
 
 impl ShardState {
@@ -233,13 +233,65 @@ impl ShardState {
         }
         let (domain, ingestor) = (state.domain.clone(), state.ingestor);
         let max_bytes = (state.credit.granted_bytes() as usize).min(MAX_SESSION_FRAME_BYTES);
-        let Some(run) = self.runs.get_mut(&domain) else {
+        let Some(run) = self.runs.get(&domain) else {
             return self.answer(producer, batch_seq, Outcome::ProducerEnded);
         };
         let schema = run.graph.plan.ingestors[ingestor].schema.clone();
         let batch = match validate_batch(ipc, &schema, BatchLimits::new(max_bytes)) {
             Ok(batch) => batch,
             Err(defect) => return self.answer(producer, batch_seq, Outcome::invalid(&defect)),
+        };
+        self.enqueue(producer, batch_seq, batch, ipc.len() as u64);
+    }
+
+    /// One batch from an in-process producer: credit, then the schema must be the input
+    /// schema exactly (the batch is already decoded, so there is nothing else to validate).
+    pub fn submit_in_process(&mut self, producer: u64, batch_seq: u64, batch: RecordBatch) {
+        let Some(state) = self.producers.get_mut(&producer) else {
+            return;
+        };
+        let bytes = crate::runtime::shard::buffers::logical_bytes(&batch);
+        if let Err(error) = state.credit.on_submit(batch_seq, bytes) {
+            let action = error.action();
+            let outbound = state.outbound.clone();
+            if let Some(outcome) = action.answer {
+                send(
+                    &outbound,
+                    SessionFrame::BatchOutcome {
+                        producer_id: producer,
+                        batch_seq,
+                        outcome,
+                    },
+                );
+            }
+            if let Some(reason) = action.end_producer {
+                self.end_producer(producer, reason);
+            }
+            return;
+        }
+        let (domain, ingestor) = (state.domain.clone(), state.ingestor);
+        let Some(run) = self.runs.get(&domain) else {
+            return self.answer(producer, batch_seq, Outcome::ProducerEnded);
+        };
+        let schema = &run.graph.plan.ingestors[ingestor].schema;
+        if batch.schema().fields() != schema.fields()
+            || batch.num_rows() > nervix_net::batch::MAX_BATCH_ROWS
+        {
+            let defect = nervix_net::batch::BatchDefect::SchemaMismatch(
+                "the batch's schema is not the ingestor's input schema".to_string(),
+            );
+            return self.answer(producer, batch_seq, Outcome::invalid(&defect));
+        }
+        self.enqueue(producer, batch_seq, batch, bytes);
+    }
+
+    fn enqueue(&mut self, producer: u64, batch_seq: u64, batch: RecordBatch, bytes: u64) {
+        let Some(state) = self.producers.get(&producer) else {
+            return;
+        };
+        let (domain, ingestor) = (state.domain.clone(), state.ingestor);
+        let Some(run) = self.runs.get_mut(&domain) else {
+            return self.answer(producer, batch_seq, Outcome::ProducerEnded);
         };
         let admission = &mut run.admission[ingestor];
         if !admission.open {
@@ -249,7 +301,7 @@ impl ShardState {
             producer,
             batch_seq,
             batch,
-            bytes: ipc.len() as u64,
+            bytes,
         });
         self.step();
         let _ = self.kick.try_send(());

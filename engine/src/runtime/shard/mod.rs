@@ -31,10 +31,62 @@ use crate::runtime::plan::{DomainPlan, SinkPlan};
 /// Payload roots one shard tracks at once; a full slab answers further batches `busy`.
 pub const ACK_SLAB_ROOTS: u32 = 65_536;
 
-/// A connection's outbound frames. Unbounded as a channel but bounded by the protocol: the
-/// server sends at most one outcome per outstanding batch (≤ credit), one delivery per consumer
-/// credit, and one control frame per request.
-pub type Outbound = async_channel::Sender<SessionFrame>;
+/// Where a producer's or consumer's answers go: a session connection's writer, or an
+/// in-process client. Unbounded as a channel but bounded by the protocol: the server sends at
+/// most one outcome per outstanding batch (≤ credit), one delivery per consumer credit, and one
+/// control frame per request.
+#[derive(Clone)]
+pub enum Outbound {
+    Session(async_channel::Sender<SessionFrame>),
+    InProcess(async_channel::Sender<InProcessEvent>),
+}
+
+/// What an in-process client receives: protocol frames, and deliveries as batches (no IPC).
+pub enum InProcessEvent {
+    Frame(SessionFrame),
+    Delivery {
+        consumer_id: u64,
+        delivery_seq: u64,
+        batch: arrow_array::RecordBatch,
+    },
+}
+
+impl Outbound {
+    /// Queues a frame; false when the client is gone.
+    pub fn try_send(&self, frame: SessionFrame) -> bool {
+        match self {
+            Outbound::Session(tx) => tx.try_send(frame).is_ok(),
+            Outbound::InProcess(tx) => tx.try_send(InProcessEvent::Frame(frame)).is_ok(),
+        }
+    }
+
+    /// Queues a delivery: canonical Arrow IPC for a session, the batch itself in process.
+    pub fn deliver(
+        &self,
+        consumer_id: u64,
+        delivery_seq: u64,
+        batch: &arrow_array::RecordBatch,
+    ) -> Result<(), String> {
+        match self {
+            Outbound::Session(tx) => {
+                let ipc = nervix_net::batch::encode_batch(batch).map_err(|e| e.to_string())?;
+                tx.try_send(SessionFrame::Delivery {
+                    consumer_id,
+                    delivery_seq,
+                    ipc,
+                })
+                .map_err(|_| "the session closed".to_string())
+            }
+            Outbound::InProcess(tx) => tx
+                .try_send(InProcessEvent::Delivery {
+                    consumer_id,
+                    delivery_seq,
+                    batch: batch.clone(),
+                })
+                .map_err(|_| "the client closed".to_string()),
+        }
+    }
+}
 
 /// One started domain on this shard.
 pub struct DomainRun {

@@ -16,7 +16,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
-use nervix_net::batch::encode_batch;
 use nervix_net::session::frame::{ConsumerEndReason, ConsumerRefusal, Frame as SessionFrame};
 use nervix_nspl::ast::emitter::FileFormat;
 
@@ -149,7 +148,7 @@ impl ShardState {
         credit_batches: u32,
     ) {
         let refuse = |reason| {
-            let _ = outbound.try_send(SessionFrame::ConsumerRefused { request_id, reason });
+            outbound.try_send(SessionFrame::ConsumerRefused { request_id, reason });
         };
         let Some(started) = self.known.get(domain).copied() else {
             return refuse(ConsumerRefusal::DomainNotFound);
@@ -184,7 +183,7 @@ impl ShardState {
                 connection,
             },
         );
-        let _ = outbound.try_send(SessionFrame::ConsumerOpened {
+        outbound.try_send(SessionFrame::ConsumerOpened {
             request_id,
             consumer_id,
             fields,
@@ -231,7 +230,7 @@ impl ShardState {
             return;
         };
         if let Some(reason) = reason {
-            let _ = state.outbound.try_send(SessionFrame::ConsumerEnded {
+            state.outbound.try_send(SessionFrame::ConsumerEnded {
                 consumer_id: consumer,
                 reason,
             });
@@ -293,23 +292,16 @@ impl ShardState {
                                 let Some(frame) = queue.ready.pop_front() else {
                                     break 'frames;
                                 };
-                                let ipc = match encode_batch(&frame.batch) {
-                                    Ok(ipc) => ipc,
-                                    Err(error) => {
-                                        tracing::error!(
-                                            "emitter '{}': cannot encode a delivery: {error}",
-                                            emitter.name
-                                        );
-                                        continue;
-                                    }
-                                };
                                 let seq = consumer.next_seq;
                                 consumer.next_seq += 1;
-                                let _ = consumer.outbound.try_send(SessionFrame::Delivery {
-                                    consumer_id: *id,
-                                    delivery_seq: seq,
-                                    ipc,
-                                });
+                                if let Err(error) =
+                                    consumer.outbound.deliver(*id, seq, &frame.batch)
+                                {
+                                    tracing::warn!(
+                                        "emitter '{}': delivery {seq} not sent: {error}",
+                                        emitter.name
+                                    );
+                                }
                                 consumer.in_flight.insert(seq, frame);
                                 queue.in_flight += 1;
                                 sent = true;

@@ -1,0 +1,183 @@
+//! `nervix-bench`: runs one end-to-end scenario and prints a table (and with `--json`, one JSON
+//! object as the last line of stdout), compares two results, or lists the scenarios.
+//!
+//! Exit codes: 0 success, 1 a scenario failed its check (rows out ≠ matching rows in) or could
+//! not run, or `compare --fail-below` found a slower run; 2 bad usage.
+
+use std::num::NonZeroUsize;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use nervix_bench::compare;
+use nervix_bench::scenario::{self, RunSettings, Transport};
+
+#[derive(Parser)]
+#[command(
+    name = "nervix-bench",
+    version,
+    about = "Nervix end-to-end benchmark scenarios (DESIGN §10)"
+)]
+struct Arguments {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Rust client over loopback → CLIENT PRODUCER → junction filter+map → CLIENT CONSUMER.
+    #[command(name = "producer-filter-map")]
+    ProducerFilterMap(RunArguments),
+    /// The same graph with the in-process producer and consumer.
+    #[command(name = "producer-filter-map-inproc")]
+    ProducerFilterMapInproc(RunArguments),
+    /// Compare a run's JSON with a baseline's (JSON-lines files: the last record per scenario).
+    Compare(CompareArguments),
+    /// List the scenarios.
+    List,
+}
+
+#[derive(Args)]
+struct RunArguments {
+    /// How long the producer submits, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Data shards of the embedded node.
+    #[arg(long, default_value_t = NonZeroUsize::MIN)]
+    shards: NonZeroUsize,
+    /// Pace the producer to this many rows per second (default: full speed).
+    #[arg(long, value_name = "ROWS_PER_SEC")]
+    rate: Option<u64>,
+    /// Rows per submitted batch.
+    #[arg(long, default_value_t = 8192)]
+    batch_rows: usize,
+    /// Batches without an outcome at most (the producer's credit).
+    #[arg(long, default_value_t = 16)]
+    window: u32,
+    /// Pin the shards to CPUs.
+    #[arg(long)]
+    pin: bool,
+    /// Client-side tokio threads: 1 is a current-thread runtime (the node's control plane
+    /// shares it); more is a multi-thread runtime.
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CompareArguments {
+    /// The baseline: a JSON result or JSON lines (e.g. perf/history.jsonl).
+    baseline: std::path::PathBuf,
+    /// The run to compare.
+    run: std::path::PathBuf,
+    /// Exit 1 when a scenario's rows/s is below this fraction of the baseline's.
+    #[arg(long, value_name = "RATIO")]
+    fail_below: Option<f64>,
+}
+
+fn main() -> ExitCode {
+    let arguments = Arguments::parse();
+    let outcome = match arguments.command {
+        Command::ProducerFilterMap(run) => run_scenario(Transport::Loopback, &run),
+        Command::ProducerFilterMapInproc(run) => run_scenario(Transport::InProcess, &run),
+        Command::Compare(args) => run_compare(&args),
+        Command::List => {
+            for (name, what) in scenario::SCENARIOS {
+                println!("{name:<28} {what}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<ExitCode> {
+    let settings = RunSettings {
+        seconds: args.seconds,
+        shards: args.shards,
+        rate: args.rate,
+        batch_rows: args.batch_rows,
+        window: args.window,
+        pin: args.pin,
+        client_threads: args.client_threads.max(1),
+    };
+    let runtime = if settings.client_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(settings.client_threads)
+            .enable_all()
+            .build()
+    }
+    .context("cannot start the tokio runtime")?;
+    let result = runtime.block_on(scenario::run(transport, &settings))?;
+    drop(runtime);
+    println!("{}", result.table());
+    let passed = result.passed();
+    if !passed {
+        eprintln!(
+            "FAILED {}: rows out {} ≠ matching rows in {} (rows in {}, batches completed {}, other outcomes {})",
+            result.scenario,
+            result.rows_out,
+            result.matching,
+            result.rows_in,
+            result.batches_completed,
+            result.batches_not_completed
+        );
+    }
+    println!(
+        "latency: {}; max {:.1} µs; {} deliveries; rows out {} of matching {}",
+        result.latency_method, result.max_us, result.deliveries, result.rows_out, result.matching
+    );
+    if args.json {
+        println!("{}", result.to_json());
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run_compare(args: &CompareArguments) -> anyhow::Result<ExitCode> {
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let baseline = read(&args.baseline)?;
+    let run = read(&args.run)?;
+    let comparisons = compare::compare(
+        &baseline,
+        &args.baseline.display().to_string(),
+        &run,
+        &args.run.display().to_string(),
+    )?;
+    let mut slower = false;
+    for comparison in &comparisons {
+        println!("{}", comparison.line());
+        if let Some(floor) = args.fail_below {
+            if comparison.ratio < floor {
+                slower = true;
+                eprintln!(
+                    "{}: {:.2}× is below --fail-below {floor}",
+                    comparison.scenario, comparison.ratio
+                );
+            }
+        }
+    }
+    Ok(if slower {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,160 @@
+//! A run's result: the human table, the one-line JSON object `--json` prints last, and the
+//! machine it ran on.
+
+use serde_json::{json, Value};
+
+/// What one scenario run measured.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub scenario: String,
+    pub shards: usize,
+    /// The requested submit phase, in seconds.
+    pub seconds: f64,
+    /// From the first submit to the last outcome, in seconds (`rows_per_sec` divides by it).
+    pub elapsed_s: f64,
+    pub batch_rows: usize,
+    /// The `--rate` pacing in rows/s, if any.
+    pub rate: Option<u64>,
+    pub window: u32,
+    pub client_threads: usize,
+    /// Rows of batches whose outcome was `Completed`.
+    pub rows_in: u64,
+    /// Rows the consumer received.
+    pub rows_out: u64,
+    /// Rows of completed batches whose text matches the filter (known from the generator).
+    pub matching: u64,
+    pub batches_completed: u64,
+    /// Batches with any other terminal outcome.
+    pub batches_not_completed: u64,
+    pub deliveries: u64,
+    pub rows_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// How latency was sampled.
+    pub latency_method: &'static str,
+    pub rss_bytes: u64,
+}
+
+impl RunResult {
+    pub fn passed(&self) -> bool {
+        self.rows_out == self.matching && self.rows_in > 0
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scenario": self.scenario,
+            "shards": self.shards,
+            "seconds": self.seconds,
+            "elapsed_s": round3(self.elapsed_s),
+            "batch_rows": self.batch_rows,
+            "rate": self.rate,
+            "window": self.window,
+            "client_threads": self.client_threads,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "matching": self.matching,
+            "batches_completed": self.batches_completed,
+            "batches_not_completed": self.batches_not_completed,
+            "deliveries": self.deliveries,
+            "rows_per_sec": self.rows_per_sec.floor(),
+            "p50_us": round3(self.p50_us),
+            "p99_us": round3(self.p99_us),
+            "max_us": round3(self.max_us),
+            "latency": self.latency_method,
+            "rss_bytes": self.rss_bytes,
+            "machine": machine(),
+            "unix_time": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        })
+    }
+
+    /// The human table: a header and one row.
+    pub fn table(&self) -> String {
+        let header = format!(
+            "{:<28} {:>6} {:>8} {:>12} {:>12} {:>14} {:>10} {:>10} {:>8}",
+            "scenario",
+            "shards",
+            "seconds",
+            "rows in",
+            "rows out",
+            "rows/s",
+            "p50 µs",
+            "p99 µs",
+            "RSS MiB"
+        );
+        let row = format!(
+            "{:<28} {:>6} {:>8.3} {:>12} {:>12} {:>14.0} {:>10.1} {:>10.1} {:>8.1}",
+            self.scenario,
+            self.shards,
+            self.elapsed_s,
+            self.rows_in,
+            self.rows_out,
+            self.rows_per_sec.floor(),
+            self.p50_us,
+            self.p99_us,
+            self.rss_bytes as f64 / (1024.0 * 1024.0)
+        );
+        format!("{header}\n{row}")
+    }
+}
+
+/// Rounds down to three decimals (numbers are never rounded up).
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).floor() / 1000.0
+}
+
+/// Peak resident set size of this process (`VmHWM`), in bytes; 0 where unknown.
+pub fn peak_rss_bytes() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
+}
+
+/// CPU model, cores, kernel, and the git commit of the working directory when there is one.
+pub fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string());
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]);
+    let dirty = commit.as_ref().and_then(|_| {
+        git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty())
+    });
+    json!({
+        "cpu": cpu,
+        "cores": cores,
+        "kernel": kernel,
+        "git_commit": commit,
+        "git_dirty": dirty,
+    })
+}

@@ -1,0 +1,168 @@
+//! Every scenario of `nervix-bench` runs for a second and its JSON line holds together: this is
+//! how CI exercises the benchmarks (a behaviour test, not a timed one). And `compare` on two
+//! small files.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "nervix-bench-test-{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn scenarios() -> Vec<String> {
+    let out = bench()
+        .arg("list")
+        .output()
+        .expect("nervix-bench list runs");
+    assert!(out.status.success(), "{out:?}");
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(
+        names.contains(&"producer-filter-map".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"producer-filter-map-inproc".to_string()),
+        "{names:?}"
+    );
+    names
+}
+
+fn run_for_a_second(scenario: &str) -> Value {
+    let out = bench()
+        .args([scenario, "--seconds", "1", "--json"])
+        .output()
+        .expect("nervix-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status.code()
+    );
+    let last = stdout.lines().last().expect("some output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{scenario}: last line {last:?}: {e}"))
+}
+
+#[test]
+fn every_scenario_runs_for_a_second_and_delivers_exactly_the_matching_rows() {
+    for scenario in scenarios() {
+        let result = run_for_a_second(&scenario);
+        for field in [
+            "scenario",
+            "shards",
+            "seconds",
+            "rows_in",
+            "rows_out",
+            "rows_per_sec",
+            "p50_us",
+            "p99_us",
+            "rss_bytes",
+            "batch_rows",
+            "rate",
+            "machine",
+            "matching",
+        ] {
+            assert!(
+                result.get(field).is_some(),
+                "{scenario}: no `{field}` in {result}"
+            );
+        }
+        assert_eq!(result["scenario"], scenario.as_str());
+        let rows_in = result["rows_in"].as_u64().expect("rows_in");
+        let rows_out = result["rows_out"].as_u64().expect("rows_out");
+        let matching = result["matching"].as_u64().expect("matching");
+        assert!(rows_in > 0, "{scenario}: {result}");
+        assert_eq!(rows_out, matching, "{scenario}: {result}");
+        // About half the rows carry the needle.
+        assert!(
+            matching * 10 > rows_in * 4 && matching * 10 < rows_in * 6,
+            "{result}"
+        );
+        assert!(result["rss_bytes"].as_u64().unwrap_or(0) > 0, "{result}");
+        assert!(
+            result["p99_us"].as_f64().unwrap_or(-1.0) >= result["p50_us"].as_f64().unwrap_or(0.0)
+        );
+    }
+}
+
+#[test]
+fn compare_reports_the_ratio_and_fails_below_the_floor_only_when_asked() {
+    let dir = scratch("compare");
+    let baseline = dir.join("baseline.jsonl");
+    let run = dir.join("run.json");
+    std::fs::write(
+        &baseline,
+        "{\"scenario\":\"producer-filter-map\",\"rows_per_sec\":9000000,\"p99_us\":100}\n\
+         {\"scenario\":\"producer-filter-map-inproc\",\"rows_per_sec\":1,\"p99_us\":1}\n\
+         {\"scenario\":\"producer-filter-map\",\"rows_per_sec\":4160000,\"p99_us\":901}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &run,
+        "scenario table line\n{\"scenario\":\"producer-filter-map\",\"rows_per_sec\":5120000,\"p99_us\":812}\n",
+    )
+    .unwrap();
+    let out = bench()
+        .arg("compare")
+        .args([&baseline, &run])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "producer-filter-map: 5.12 M rows/s vs baseline 4.16 M rows/s: 1.23× faster; p99 812 µs vs 901 µs"
+    );
+    // Slower than the baseline: informational unless --fail-below.
+    let slow = dir.join("slow.json");
+    std::fs::write(
+        &slow,
+        "{\"scenario\":\"producer-filter-map\",\"rows_per_sec\":2080000,\"p99_us\":900}\n",
+    )
+    .unwrap();
+    let out = bench()
+        .arg("compare")
+        .args([&baseline, &slow])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0.50× (slower)"));
+    let out = bench()
+        .arg("compare")
+        .args([&baseline, &slow])
+        .args(["--fail-below", "0.8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // A file without a result line is an error that names the file.
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "nothing here\n").unwrap();
+    let out = bench()
+        .arg("compare")
+        .args([&baseline, &empty])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty.json"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,125 @@
+//! A whole node inside another program: the replicated catalog (Raft over LMDB in a data
+//! directory), the data plane, and an admin session to run NSPL — without the console
+//! listener. `nervix demo` and the benchmarks run on it; applications can too.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nervix_nspl::ast::catalog::Role;
+
+use crate::control::{ControlNode, ControlSession, ControlStateMachine};
+use crate::runtime::{DataPlane, DataPlaneConfig};
+
+/// How an embedded node starts.
+#[derive(Debug, Clone)]
+pub struct EmbeddedConfig {
+    pub data_dir: PathBuf,
+    pub shards: NonZeroUsize,
+    pub pin: bool,
+    /// The session listener (port 0 picks a free one).
+    pub session_addr: SocketAddr,
+}
+
+/// Why an embedded node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    #[error("cannot prepare {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the catalog: {0}")]
+    Catalog(String),
+    #[error("cannot start the data plane: {0}")]
+    DataPlane(#[from] crate::runtime::DataPlaneError),
+}
+
+/// A running embedded node.
+pub struct EmbeddedNode {
+    pub control: Arc<ControlNode>,
+    pub data_plane: Arc<DataPlane>,
+    session: ControlSession,
+}
+
+/// Longest a start waits for the one-member cluster to elect itself.
+const LEADER_WAIT_MS: u64 = 10_000;
+
+impl EmbeddedNode {
+    pub async fn start(config: EmbeddedConfig) -> Result<EmbeddedNode, EmbeddedError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| EmbeddedError::DataDir {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        // The raft listener needs a concrete port even for a one-member cluster.
+        let raft_addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|source| EmbeddedError::DataDir {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        let raft_config = nervix_raft::RaftConfig::new(config.data_dir.join("raft"), 1, raft_addr);
+        let raft = nervix_raft::RaftNode::open(raft_config, ControlStateMachine::default())
+            .await
+            .map_err(|e| EmbeddedError::Catalog(e.to_string()))?;
+        raft.wait_for_leader(std::time::Duration::from_millis(LEADER_WAIT_MS))
+            .await
+            .map_err(|e| EmbeddedError::Catalog(e.to_string()))?;
+        let control = Arc::new(ControlNode::new(
+            raft,
+            config.data_dir.join("resources"),
+            "node-1".to_string(),
+        ));
+        let data_plane = Arc::new(DataPlane::start(DataPlaneConfig {
+            shards: config.shards,
+            pin: config.pin,
+            session_addr: config.session_addr,
+            data_dir: config.data_dir.clone(),
+        })?);
+        control.attach_data_plane(data_plane.clone()).await;
+        Ok(EmbeddedNode {
+            control,
+            data_plane,
+            session: ControlSession::new("admin", Role::Admin),
+        })
+    }
+
+    /// Runs every statement of `script` in order as the admin session; returns the output
+    /// lines, or the first refusal as `<line>:<col> <message>`.
+    pub async fn run(&mut self, script: &str) -> Result<Vec<String>, String> {
+        let parsed = nervix_nspl::parse_script(script);
+        if let Some(error) = parsed.errors.first() {
+            let at = nervix_nspl::position(script, error.span.start);
+            return Err(format!("{at} {}", error.message));
+        }
+        let mut lines = Vec::new();
+        for statement in &parsed.statements {
+            let text = &script[statement.span.start as usize..statement.span.end as usize];
+            let reply = self.control.execute(&mut self.session, text).await;
+            lines.extend(reply.lines);
+            if let Err(refusal) = reply.outcome {
+                let at = nervix_nspl::position(script, statement.span.start + refusal.span.start);
+                return Err(format!("{at} {}", refusal.message));
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Subscription lines the admin session receives.
+    pub fn subscription_lines(&mut self) -> &mut tokio::sync::mpsc::Receiver<String> {
+        &mut self.session.incoming
+    }
+
+    /// Graceful stop: flush, let sinks confirm for at most `drain_ms`, stop the catalog.
+    pub async fn shutdown(self, drain_ms: u64) {
+        self.control.detach_data_plane();
+        drop(self.session);
+        if let Ok(data_plane) = Arc::try_unwrap(self.data_plane) {
+            data_plane.shutdown(drain_ms).await;
+        }
+        if let Ok(control) = Arc::try_unwrap(self.control) {
+            let _ = control.into_raft().shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! FLUSH boundaries through the real interfaces: FLUSH EACH gathers a branch's rows for its
+//! interval (or until MAX BATCH SIZE), FLUSH IMMEDIATE sends each burst within its 100 µs
+//! window.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use support::dataplane::{
+    define, next_delivery, order_fields, orders, quiet_for, rows_of, runtime,
+};
+use support::Node;
+
+fn graph(junction_flush: &str) -> String {
+    format!(
+        "
+CREATE DOMAIN shop;
+USE shop;
+CREATE SCHEMA order_in (tenant STRING, item STRING, amount I64);
+CREATE SCHEMA tenant_key (tenant STRING);
+CREATE BRANCH by_tenant SCHEMA tenant_key TTL 5m;
+CREATE RELAY orders SCHEMA order_in BRANCHED BY by_tenant;
+CREATE RELAY out SCHEMA order_in BRANCHED BY by_tenant;
+CREATE CLIENT PRODUCER INGESTOR orders_in
+  FROM SCHEMA order_in
+    MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
+    ON QUIESCE SUSPEND
+  TO orders
+    INHERIT ALL
+    BRANCHED BY by_tenant SET tenant = message.tenant
+    FLUSH IMMEDIATE
+    ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE JUNCTION pass
+  FROM orders
+  BRANCHED BY by_tenant
+  TO out
+    INHERIT ALL
+    {junction_flush}
+    ON MESSAGE ERROR LOG;
+CREATE CLIENT CONSUMER EMITTER out_consumer
+  FROM out
+  TO SCHEMA order_in
+    MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+START;
+"
+    )
+}
+
+async fn attach(
+    node: &Node,
+) -> (
+    nervix_net::client::Producer,
+    nervix_net::client::Consumer,
+    Session,
+) {
+    let session = Session::connect(node.session).await.expect("session");
+    let consumer = session
+        .open_consumer(ConsumerOptions {
+            domain: "shop".into(),
+            emitter: "out_consumer".into(),
+            credit_batches: 16,
+        })
+        .await
+        .expect("consumer");
+    let producer = session
+        .open_producer(ProducerOptions {
+            domain: "shop".into(),
+            ingestor: "orders_in".into(),
+            expected_fields: order_fields(),
+            credit_batches: 16,
+            credit_bytes: 1 << 20,
+        })
+        .await
+        .expect("producer");
+    (producer, consumer, session)
+}
+
+#[test]
+fn flush_each_gathers_a_branch_for_its_interval() {
+    let dir = support::scratch_dir("flush-each");
+    let node = Node::start(&dir);
+    define(
+        &mut node.admin(),
+        &graph("FLUSH EACH 400ms MAX BATCH SIZE 1MiB"),
+    );
+    runtime().block_on(async {
+        let (mut producer, mut consumer, _session) = attach(&node).await;
+        let started = Instant::now();
+        producer.submit(&orders(&[("acme", "a", 1)])).await.unwrap();
+        producer.submit(&orders(&[("acme", "b", 2)])).await.unwrap();
+        producer
+            .submit(&orders(&[("acme", "c", 3), ("zen", "z", 9)]))
+            .await
+            .unwrap();
+        // Nothing leaves before the interval.
+        assert!(
+            quiet_for(&mut consumer, 250).await,
+            "a delivery came before FLUSH EACH 400ms"
+        );
+        let mut acme = Vec::new();
+        let mut zen = Vec::new();
+        while acme.len() + zen.len() < 2 {
+            let delivery = next_delivery(&mut consumer, 5).await;
+            let rows = rows_of(&delivery.batch);
+            match rows[0].0.as_str() {
+                "acme" => acme.push(rows),
+                _ => zen.push(rows),
+            }
+            consumer.ack(delivery.seq).await.unwrap();
+        }
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_millis(380),
+            "flushed after {elapsed:?}"
+        );
+        // One frame per branch holding every row the branch buffered in the interval.
+        assert_eq!(acme.len(), 1, "{acme:?}");
+        let items: Vec<&str> = acme[0].iter().map(|r| r.1.as_str()).collect();
+        assert_eq!(items, ["a", "b", "c"]);
+        assert_eq!(zen.len(), 1);
+        assert_eq!(zen[0].len(), 1);
+    });
+}
+
+#[test]
+fn flush_each_max_batch_size_sends_before_the_interval() {
+    let dir = support::scratch_dir("flush-each-size");
+    let node = Node::start(&dir);
+    // 1B: every append is already over the bound, so each one flushes alone at once.
+    define(&mut node.admin(), &graph("FLUSH EACH 1h MAX BATCH SIZE 1B"));
+    runtime().block_on(async {
+        let (mut producer, mut consumer, _session) = attach(&node).await;
+        producer.submit(&orders(&[("acme", "a", 1)])).await.unwrap();
+        producer.submit(&orders(&[("acme", "b", 2)])).await.unwrap();
+        let first = next_delivery(&mut consumer, 5).await;
+        let second = next_delivery(&mut consumer, 5).await;
+        assert_eq!(rows_of(&first.batch)[0].1, "a");
+        assert_eq!(rows_of(&second.batch)[0].1, "b");
+        consumer.ack(first.seq).await.unwrap();
+        consumer.ack(second.seq).await.unwrap();
+    });
+}
+
+#[test]
+fn flush_immediate_sends_each_burst_promptly_and_apart() {
+    let dir = support::scratch_dir("flush-immediate");
+    let node = Node::start(&dir);
+    define(&mut node.admin(), &graph("FLUSH IMMEDIATE"));
+    runtime().block_on(async {
+        let (mut producer, mut consumer, _session) = attach(&node).await;
+        for (i, item) in ["a", "b", "c"].iter().enumerate() {
+            let sent = Instant::now();
+            producer
+                .submit(&orders(&[("acme", item, i as i64)]))
+                .await
+                .unwrap();
+            let delivery = next_delivery(&mut consumer, 5).await;
+            let latency = sent.elapsed();
+            // Three 100 µs windows and two hops; generous for a loaded CI machine.
+            assert!(latency < Duration::from_millis(200), "took {latency:?}");
+            let rows = rows_of(&delivery.batch);
+            assert_eq!(rows.len(), 1, "bursts 50 ms apart are separate frames");
+            assert_eq!(rows[0].1, *item);
+            consumer.ack(delivery.seq).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
