@@ -28,16 +28,32 @@ pub struct ErrorRecords {
     pub failed: Vec<(u32, String)>,
 }
 
+/// What a route's failure left to build error records from.
+pub struct Failed<'a> {
+    /// The node's input columns (after its filters).
+    pub input: &'a [ArrayRef],
+    /// The route's output columns as construction left them.
+    pub partial: &'a [ArrayRef],
+    /// Failed rows (indices into `input`) with their first failure.
+    pub rows: &'a [(u32, String)],
+    /// The branch the node ran in.
+    pub incoming: &'a BranchKey,
+    pub now_ns: i64,
+}
+
 pub fn build(
     plan: &DomainPlan,
     route: &RoutePlan,
     error: &ErrorSetPlan,
-    input: &[ArrayRef],
-    partial: &[ArrayRef],
-    failed: &[(u32, String)],
-    incoming: &BranchKey,
-    now_ns: i64,
+    failed_rows: &Failed<'_>,
 ) -> ErrorRecords {
+    let Failed {
+        input,
+        partial,
+        rows: failed,
+        incoming,
+        now_ns,
+    } = *failed_rows;
     let indices = UInt32Array::from_iter_values(failed.iter().map(|(row, _)| *row));
     let n = failed.len();
     let gather = |columns: &[ArrayRef]| -> Vec<ArrayRef> {

@@ -42,6 +42,9 @@ pub const MAX_EVICTIONS_PER_SWEEP: usize = 1_024;
 /// Message errors logged per node per second at most; the rest are only counted.
 pub const LOGGED_ERRORS_PER_SECOND: u64 = 10;
 
+/// One branch declaration's figures: name, live instances, evictions by reason.
+pub type BranchFigures = (String, usize, [(EvictionReason, u64); 3]);
+
 /// The payload a root belongs to: the producer and its batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PayloadToken {
@@ -481,11 +484,13 @@ impl Graph {
                     &self.plan.clone(),
                     route,
                     error,
-                    columns,
-                    &output.partial,
-                    &output.failed,
-                    &frame.key,
-                    at.snapshot_ns,
+                    &error_record::Failed {
+                        input: columns,
+                        partial: &output.partial,
+                        rows: &output.failed,
+                        incoming: &frame.key,
+                        now_ns: at.snapshot_ns,
+                    },
                 );
                 for (key, batch, rows) in records.groups {
                     let runs = if detached {
@@ -629,7 +634,7 @@ impl Graph {
             let mut moved = false;
             moved |= self.retry_blocked(at, slab);
             for relay in 0..self.relays.len() {
-                while self.relays[relay].buffer.len() > 0 {
+                while !self.relays[relay].buffer.is_empty() {
                     let consumers = self.relays[relay].consumers.clone();
                     if !consumers.iter().all(|c| self.ready(*c)) {
                         break;
@@ -739,7 +744,6 @@ impl Graph {
     fn flush_due(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
         let plan = self.plan.clone();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
-        let emitter_targets: Vec<Option<usize>> = vec![None; plan.emitters.len()];
         for (index, node) in self.ingestors.iter_mut().enumerate() {
             for (route, buffers) in node.routes.iter_mut().enumerate() {
                 let mut frames = Vec::new();
@@ -764,7 +768,6 @@ impl Graph {
                 );
             }
         }
-        let _ = emitter_targets;
         for (index, node) in self.emitters.iter_mut().enumerate() {
             let mut frames = Vec::new();
             node.routes[0].tick(at.now, &mut frames);
@@ -874,7 +877,7 @@ impl Graph {
     }
 
     /// Live branch instances and evictions by reason, per branch declaration.
-    pub fn branch_figures(&self) -> Vec<(String, usize, [(EvictionReason, u64); 3])> {
+    pub fn branch_figures(&self) -> Vec<BranchFigures> {
         self.plan
             .branches
             .iter()
@@ -922,9 +925,4 @@ fn mark_nacked(runs: &[AckRun], rows: impl Iterator<Item = u32>, nacked: &mut [b
             *flag = true;
         }
     }
-}
-
-/// Rows of a frame, for tests and figures.
-pub fn frame_rows(frame: &RecordBatch) -> usize {
-    frame.num_rows()
 }

@@ -48,7 +48,7 @@ pub fn feed(tap: &mut Tap, batch: &RecordBatch, sensitive: &[bool], snapshot_ns:
             .filter(|_| {
                 tap.sampler = tap.sampler.wrapping_add(1);
                 let period = (1.0 / tap.sample_rate.max(1e-9)).round() as u64;
-                tap.sampler % period.max(1) == 0
+                tap.sampler.is_multiple_of(period.max(1))
             })
             .collect();
         let indices = arrow_array::UInt32Array::from(keep);
