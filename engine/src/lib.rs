@@ -12,11 +12,11 @@
 //! `console`, `fmt`, `check` and `version`. The data plane — shards, the expression VM,
 //! codecs, processors, ingestor and emitter runtime — arrives with later issues.
 
+/// The wire protocols and the Rust client library, for crates that may depend on the engine only.
+pub use nervix_net as net;
 /// The NSPL front end, re-exported so crates above the engine (benchmarks) reach the language
 /// through the engine, as DESIGN §2's dependency table has it.
 pub use nervix_nspl as nspl;
-/// The wire protocols and the Rust client library, for crates that may depend on the engine only.
-pub use nervix_net as net;
 pub mod alter;
 pub mod catalog;
 pub mod console;

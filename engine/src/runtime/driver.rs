@@ -202,32 +202,31 @@ pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, 
                 }
             }
             Command::Deploy { plan, done } => {
-                let completions = {
-                    let mut shard = state.borrow_mut();
-                    let name = plan.name.clone();
-                    shard.deploy(plan);
-                    shard
-                        .runs
-                        .get_mut(&name)
-                        .map(|run| {
-                            run.files
-                                .iter_mut()
-                                .filter_map(|(index, file)| {
-                                    file.completions.take().map(|c| (name.clone(), *index, c))
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                        .unwrap_or_default()
-                };
-                for (domain, emitter, completions) in completions {
+                let name = plan.name.clone();
+                let replacing = state.borrow().runs.contains_key(&name);
+                if replacing {
+                    // Hold and drain on a task of its own, so the commands that let it drain
+                    // (in-process acks) keep flowing meanwhile.
                     let state = state.clone();
                     glommio::spawn_local(async move {
-                        while let Ok(completion) = completions.recv().await {
-                            state.borrow_mut().file_done(&domain, emitter, completion);
+                        state.borrow_mut().begin_hold(&name);
+                        let deadline = super::clock::physical_ns()
+                            + super::shard::alter::MAX_HOLD_MS * 1_000_000;
+                        while !state.borrow().hold_drained(&name)
+                            && super::clock::physical_ns() < deadline
+                        {
+                            glommio::timer::sleep(Duration::from_millis(2)).await;
+                            state.borrow_mut().tick();
                         }
+                        state.borrow_mut().swap(plan);
+                        spawn_file_completions(&state, &name);
+                        let _ = done.send(());
                     })
                     .detach();
+                    continue;
                 }
+                state.borrow_mut().deploy(plan);
+                spawn_file_completions(&state, &name);
                 let _ = done.send(());
             }
             Command::Undeploy { domain, done } => {
@@ -375,6 +374,31 @@ pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, 
         }
     }
     drop(ticker);
+}
+
+/// Feeds file sinks' write completions of `domain`'s run back into the state.
+fn spawn_file_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
+    let completions: Vec<_> = state
+        .borrow_mut()
+        .runs
+        .get_mut(domain)
+        .map(|run| {
+            run.files
+                .iter_mut()
+                .filter_map(|(index, file)| file.completions.take().map(|c| (*index, c)))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (emitter, completions) in completions {
+        let state = state.clone();
+        let domain = domain.to_string();
+        glommio::spawn_local(async move {
+            while let Ok(completion) = completions.recv().await {
+                state.borrow_mut().file_done(&domain, emitter, completion);
+            }
+        })
+        .detach();
+    }
 }
 
 fn collect_stats(shard: &ShardState) -> ShardStats {

@@ -171,6 +171,11 @@ impl ShardState {
         );
     }
 
+    /// Answers one batch of `producer` (crate-internal entry for holds and swaps).
+    pub(super) fn answer_outcome(&mut self, producer: u64, batch_seq: u64, outcome: Outcome) {
+        self.answer(producer, batch_seq, outcome);
+    }
+
     fn answer(&mut self, producer: u64, batch_seq: u64, outcome: Outcome) {
         let Some(state) = self.producers.get_mut(&producer) else {
             return;

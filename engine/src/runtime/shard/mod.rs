@@ -9,6 +9,7 @@
 //! and answers resolved batches until nothing moves, so no work waits for a timer it does not
 //! need.
 
+pub mod alter;
 pub mod buffers;
 pub mod graph;
 pub mod ingest;
