@@ -122,6 +122,59 @@ fn producer_to_junction_to_consumer_delivers_exactly_the_matching_rows_per_branc
         expected.insert("zen".into(), vec![("MANGO".into(), 7)]);
         expected.insert("ink".into(), vec![("GRAPE".into(), 9)]);
         assert_eq!(received, expected);
+        // SHOW and DESCRIBE carry the running graph's figures.
+        let ingestors = admin.ok("SHOW INGESTORS;");
+        assert_eq!(
+            ingestors,
+            vec![
+                "orders_in from=CLIENT PRODUCER schema=order_in owner=node-1 status=running \
+                 admission=open producers=1 outstanding_batches=0 outstanding_bytes=0 \
+                 admitted_batches=0"
+                    .to_string()
+            ]
+        );
+        let junction = admin.ok("DESCRIBE JUNCTION pick;");
+        assert!(
+            junction.contains(&"status: running".to_string()),
+            "{junction:?}"
+        );
+        assert!(junction.contains(&"rows in: 6".to_string()), "{junction:?}");
+        assert!(
+            junction.contains(&"rows out: 4".to_string()),
+            "{junction:?}"
+        );
+        let relay = admin.ok("DESCRIBE RELAY picked;");
+        assert!(
+            relay.contains(&"rows published: 4".to_string()),
+            "{relay:?}"
+        );
+        let branch = admin.ok("DESCRIBE BRANCH by_tenant;");
+        assert!(branch.contains(&"instances: 3".to_string()), "{branch:?}");
+        admin.ok("STOP;");
+        let stopped = admin.ok("SHOW JUNCTIONS;");
+        assert_eq!(
+            stopped,
+            vec!["pick owner=node-1 status=stopped".to_string()]
+        );
+        let refused = session
+            .open_producer(ProducerOptions {
+                domain: "shop".into(),
+                ingestor: "orders_in".into(),
+                expected_fields: order_fields(),
+                credit_batches: 4,
+                credit_bytes: 1 << 20,
+            })
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(nervix_net::client::ClientError::Refused(
+                    nervix_net::session::frame::OpenRefusal::DomainStopped
+                ))
+            ),
+            "{:?}",
+            refused.err()
+        );
     });
     drop(node);
 }

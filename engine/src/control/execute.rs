@@ -208,10 +208,17 @@ impl ControlNode {
                     }
                     None => None,
                 };
+                let runtime = match self.data_plane() {
+                    Some(data_plane) => {
+                        Some(super::runtime_view::RuntimeView::capture(&data_plane).await)
+                    }
+                    None => None,
+                };
                 let context = show::ShowContext {
                     node_name: &self.node_name,
                     session,
                     cluster: self.cluster_lines(),
+                    runtime: runtime.as_ref(),
                 };
                 match catalog_view {
                     Some(catalog) => show::show(catalog, &context, statement, span),

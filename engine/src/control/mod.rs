@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod complete;
 pub mod execute;
+pub mod runtime_view;
 pub mod session;
 pub mod show;
 pub mod state_machine;

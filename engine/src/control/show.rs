@@ -1,6 +1,5 @@
-//! SHOW, SHOW CREATE and DESCRIBE: read-only views of the catalog, rendered from the models.
-//! Runtime figures (rates, buffers, producers) join these lines once the data plane runs; until
-//! then a started domain's entities report `status=pending`, never a state they are not in.
+//! SHOW, SHOW CREATE and DESCRIBE: read-only views of the catalog, rendered from the models,
+//! with the running data plane's status and figures ([`super::runtime_view`]) where it runs.
 
 use nervix_nspl::ast::catalog::{CatalogStmt, Pacing, Role};
 use nervix_nspl::ast::ingestor::IngestorStmt;
@@ -18,6 +17,8 @@ pub struct ShowContext<'a> {
     pub session: &'a ControlSession,
     /// Lines describing the cluster's members (SHOW CLUSTER STATUS, SHOW NODES).
     pub cluster: Vec<String>,
+    /// The data plane's snapshot, when this node runs one.
+    pub runtime: Option<&'a super::runtime_view::RuntimeView>,
 }
 
 pub fn show(
@@ -66,7 +67,7 @@ pub fn show(
                 .global
                 .values()
                 .filter(|e| e.key.kind == ObjectKind::Vhost)
-                .map(|e| summary(e, None, context.node_name))
+                .map(|e| summary(e, None, context))
                 .collect()),
             ObjectKind::Subscription => Ok(context
                 .session
@@ -81,7 +82,7 @@ pub fn show(
                     .entities
                     .values()
                     .filter(|e| e.key.kind == *kind)
-                    .map(|e| summary(e, Some(domain), context.node_name))
+                    .map(|e| summary(e, Some(domain), context))
                     .collect())
             }
         },
@@ -136,7 +137,7 @@ pub fn show(
                 return describe_other(catalog, context, *kind, name);
             };
             let entity = entity.ok_or_else(|| missing(*kind, name))?;
-            Ok(describe(entity, domain, context.node_name, *format))
+            Ok(describe(entity, domain, context, *format))
         }
         _ => Err(CatalogError::new(span, "not a SHOW or DESCRIBE statement")),
     }
@@ -180,16 +181,11 @@ fn domain_line(domain: &Domain) -> String {
     )
 }
 
-fn status(domain: Option<&Domain>) -> &'static str {
-    match domain.map(|d| &d.header.run) {
-        Some(RunState::Started { .. }) => "pending",
-        _ => "stopped",
-    }
-}
-
 /// One SHOW <KIND>S line; ingestors follow the spec's format
 /// (`orders_in from=CLIENT PRODUCER schema=order_in owner=node-1 status=…`).
-fn summary(entity: &Entity, domain: Option<&Domain>, node: &str) -> String {
+fn summary(entity: &Entity, domain: Option<&Domain>, context: &ShowContext<'_>) -> String {
+    let node = context.node_name;
+    let status = super::runtime_view::status(domain, context.runtime);
     let name = &entity.key.name;
     match &entity.definition {
         Statement::Ingestor(IngestorStmt::Create(create)) => {
@@ -206,10 +202,17 @@ fn summary(entity: &Entity, domain: Option<&Domain>, node: &str) -> String {
                     None => String::new(),
                 },
             };
+            let figures = match (&create.source, domain) {
+                (nervix_nspl::ast::ingestor::SourceBody::ClientProducer { .. }, Some(domain))
+                    if status == "running" =>
+                {
+                    super::runtime_view::ingestor_summary(context.runtime, domain.name(), name)
+                }
+                _ => String::new(),
+            };
             format!(
-                "{name} from={} {source} owner={node} status={}",
+                "{name} from={} {source} owner={node} status={status}{figures}",
                 head_phrase(&entity.definition).unwrap_or_default(),
-                status(domain)
             )
         }
         Statement::Catalog(CatalogStmt::CreateRelay(relay)) => {
@@ -235,7 +238,7 @@ fn summary(entity: &Entity, domain: Option<&Domain>, node: &str) -> String {
         _ if entity.key.kind == ObjectKind::Emitter
             || matches!(entity.definition, Statement::Processor(_)) =>
         {
-            format!("{name} owner={node} status={}", status(domain))
+            format!("{name} owner={node} status={status}")
         }
         _ => name.clone(),
     }
@@ -271,9 +274,10 @@ fn from_clause(definition: &Statement) -> Option<String> {
 fn describe(
     entity: &Entity,
     domain: Option<&Domain>,
-    node: &str,
+    context: &ShowContext<'_>,
     format: DescribeFormat,
 ) -> Vec<String> {
+    let node = context.node_name;
     let definition = render_statement(&entity.definition);
     let references = crate::validate::references(&entity.definition);
     let dependents: Vec<EntityKey> = domain
@@ -297,8 +301,16 @@ fn describe(
         Statement::Ingestor(_) | Statement::Processor(_) | Statement::Emitter(_)
     ) {
         fields.push(("owner".into(), node.to_string()));
-        fields.push(("status".into(), status(domain).to_string()));
+        fields.push((
+            "status".into(),
+            super::runtime_view::status(domain, context.runtime).to_string(),
+        ));
     }
+    fields.extend(super::runtime_view::figures(
+        context.runtime,
+        domain,
+        entity,
+    ));
     let list = |keys: &[EntityKey]| {
         if keys.is_empty() {
             "none".to_string()

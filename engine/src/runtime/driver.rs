@@ -108,10 +108,23 @@ pub struct ShardStats {
 #[derive(Debug, Clone, Default)]
 pub struct DomainStats {
     pub domain: String,
-    pub nodes: Vec<(String, String, u64, u64, u64)>,
+    pub nodes: Vec<NodeStats>,
     pub relays: Vec<(String, usize, u64)>,
     pub branches: Vec<(String, usize, u64, u64, u64)>,
     pub ingestors: Vec<IngestorStats>,
+}
+
+/// One node's figures.
+#[derive(Debug, Clone, Default)]
+pub struct NodeStats {
+    /// `ingestor`, `junction`, `reingestor`, `emitter`.
+    pub kind: String,
+    pub name: String,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub message_errors: u64,
+    /// Rows in per second over the last full second.
+    pub rate_in_per_sec: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -409,33 +422,36 @@ fn collect_stats(shard: &ShardState) -> ShardStats {
         let mut nodes = Vec::new();
         for (i, ingestor) in plan.ingestors.iter().enumerate() {
             let c = graph.counters(NodeRef::Ingestor(i));
-            nodes.push((
-                "ingestor".to_string(),
-                ingestor.name.clone(),
-                c.rows_in,
-                c.rows_out,
-                c.message_errors,
-            ));
+            nodes.push(NodeStats {
+                kind: "ingestor".to_string(),
+                name: ingestor.name.clone(),
+                rows_in: c.rows_in,
+                rows_out: c.rows_out,
+                message_errors: c.message_errors,
+                rate_in_per_sec: c.rate_in_per_sec,
+            });
         }
         for (i, processor) in plan.processors.iter().enumerate() {
             let c = graph.counters(NodeRef::Processor(i));
-            nodes.push((
-                crate::catalog::kind_name(processor.kind),
-                processor.name.clone(),
-                c.rows_in,
-                c.rows_out,
-                c.message_errors,
-            ));
+            nodes.push(NodeStats {
+                kind: crate::catalog::kind_name(processor.kind),
+                name: processor.name.clone(),
+                rows_in: c.rows_in,
+                rows_out: c.rows_out,
+                message_errors: c.message_errors,
+                rate_in_per_sec: c.rate_in_per_sec,
+            });
         }
         for (i, emitter) in plan.emitters.iter().enumerate() {
             let c = graph.counters(NodeRef::Emitter(i));
-            nodes.push((
-                "emitter".to_string(),
-                emitter.name.clone(),
-                c.rows_in,
-                graph.emitter_queues[i].delivered_rows,
-                c.message_errors,
-            ));
+            nodes.push(NodeStats {
+                kind: "emitter".to_string(),
+                name: emitter.name.clone(),
+                rows_in: c.rows_in,
+                rows_out: graph.emitter_queues[i].delivered_rows,
+                message_errors: c.message_errors,
+                rate_in_per_sec: c.rate_in_per_sec,
+            });
         }
         let relays = plan
             .relays

@@ -167,11 +167,14 @@ pub fn render(stats: &[ShardStats]) -> String {
                     evictions.push((format!("{base},reason=\"{reason}\""), *value));
                 }
             }
-            for (kind, name, rows_in, rows_out, errors) in &domain.nodes {
-                let base = format!("domain=\"{d}\",kind=\"{kind}\",node=\"{name}\"");
-                node_rows.push((format!("{base},direction=\"in\""), *rows_in));
-                node_rows.push((format!("{base},direction=\"out\""), *rows_out));
-                node_errors.push((base, *errors));
+            for node in &domain.nodes {
+                let base = format!(
+                    "domain=\"{d}\",kind=\"{}\",node=\"{}\"",
+                    node.kind, node.name
+                );
+                node_rows.push((format!("{base},direction=\"in\""), node.rows_in));
+                node_rows.push((format!("{base},direction=\"out\""), node.rows_out));
+                node_errors.push((base, node.message_errors));
             }
             for ingestor in &domain.ingestors {
                 let base = format!("domain=\"{d}\",ingestor=\"{}\"", ingestor.name);

@@ -39,6 +39,8 @@ use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan};
 pub const EMITTER_QUEUE_FRAMES: usize = 4;
 /// Branch TTL evictions one sweep may perform, so a sweep never stalls the shard.
 pub const MAX_EVICTIONS_PER_SWEEP: usize = 1_024;
+/// The window rates are measured over.
+pub const RATE_WINDOW_NS: u64 = 1_000_000_000;
 /// Message errors logged per node per second at most; the rest are only counted.
 pub const LOGGED_ERRORS_PER_SECOND: u64 = 10;
 
@@ -87,6 +89,9 @@ pub struct Tap {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NodeCounters {
     pub rows_in: u64,
+    /// Rows in per second over the last full second (see [`Graph::tick`]).
+    pub rate_in_per_sec: f64,
+    rate_window: (u64, u64),
     pub rows_out: u64,
     pub frames_out: u64,
     pub message_errors: u64,
@@ -719,8 +724,23 @@ impl Graph {
         }
     }
 
-    /// Flushes buffers whose deadline came, sweeps branch TTLs; then pumps.
+    /// Flushes buffers whose deadline came, sweeps branch TTLs, updates rates; then pumps.
     pub fn tick(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
+        for node in self
+            .ingestors
+            .iter_mut()
+            .chain(&mut self.processors)
+            .chain(&mut self.emitters)
+        {
+            let counters = &mut node.counters;
+            let (since_ns, rows_then) = counters.rate_window;
+            let elapsed_ns = at.now.physical_ns.saturating_sub(since_ns);
+            if elapsed_ns >= RATE_WINDOW_NS {
+                counters.rate_in_per_sec =
+                    (counters.rows_in - rows_then) as f64 * 1e9 / elapsed_ns as f64;
+                counters.rate_window = (at.now.physical_ns, counters.rows_in);
+            }
+        }
         let mut expired = Vec::new();
         for (branch, table) in self.branch_tables.iter_mut().enumerate() {
             let mut out = Vec::new();
