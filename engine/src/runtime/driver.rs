@@ -19,6 +19,7 @@ use nervix_shards::runtime::ShardContext;
 
 use super::plan::DomainPlan;
 use super::shard::graph::{NodeRef, Tap};
+use super::shard::mesh::MeshMsg;
 use super::shard::ShardState;
 
 /// The longest the ticker sleeps without a deadline (branch TTL sweeps, ack timeouts).
@@ -142,10 +143,78 @@ type Listen = (
     std::sync::mpsc::Sender<Result<SocketAddr, String>>,
 );
 
+/// How long the driver waits before retrying a full mesh channel, and a mesh reader before
+/// looking again whether inbound frames found room.
+const MESH_RETRY_US: u64 = 200;
+
+/// One reader task per peer. It pauses while inbound frames wait for room, so the bounded
+/// channel backpressures the sending shard; nothing is dropped.
+fn start_mesh_readers(state: &Rc<RefCell<ShardState>>, ctx: &mut ShardContext<MeshMsg, Command>) {
+    for (_, receiver) in ctx.mesh.take_receivers() {
+        let state = state.clone();
+        glommio::spawn_local(async move {
+            loop {
+                while state.borrow().inbound_blocked() {
+                    glommio::timer::sleep(Duration::from_micros(MESH_RETRY_US)).await;
+                    state.borrow_mut().step();
+                }
+                match receiver.recv().await {
+                    Some(message) => state.borrow_mut().on_mesh(message),
+                    None => break,
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+/// Sends what the outbox holds without waiting; returns whether something is left because a
+/// peer's channel is full (the caller retries shortly; nothing is dropped).
+fn drain_outbox(
+    state: &Rc<RefCell<ShardState>>,
+    mesh: &nervix_shards::mesh::Mesh<MeshMsg>,
+) -> bool {
+    let mut shard = state.borrow_mut();
+    let mut left = false;
+    let mut sent = false;
+    for to in 0..shard.shards {
+        let Some(sender) = mesh.try_sender(to) else {
+            continue;
+        };
+        while let Some(message) = shard.outbox.queues[to].pop_front() {
+            match sender.try_send(message) {
+                Ok(()) => sent = true,
+                Err(error) if error.is_full() => {
+                    shard.outbox.queues[to].push_front(error.into_message());
+                    left = true;
+                    break;
+                }
+                Err(_) => {
+                    tracing::error!("shard {}: the mesh to shard {to} closed", shard.shard);
+                    break;
+                }
+            }
+        }
+    }
+    if sent {
+        // Room in the outbox lets nodes that waited for it go on.
+        shard.step();
+    }
+    left
+}
+
 /// One shard's main task.
-pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, data_dir: PathBuf) {
+pub async fn shard_main(
+    mut ctx: ShardContext<MeshMsg, Command>,
+    listen: Option<Listen>,
+    data_dir: PathBuf,
+) {
     let (kick, kicked) = async_channel::bounded::<()>(1);
-    let state = Rc::new(RefCell::new(ShardState::new(ctx.shard, kick, data_dir)));
+    let shards = ctx.shard_count.get();
+    let state = Rc::new(RefCell::new(ShardState::new(
+        ctx.shard, shards, kick, data_dir,
+    )));
+    start_mesh_readers(&state, &mut ctx);
     if let Some((addr, bound)) = listen {
         match glommio::net::TcpListener::bind(addr) {
             Ok(listener) => {
@@ -202,7 +271,24 @@ pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, 
     .detach();
     let stalls = ctx.stall_count();
     let _ = stalls;
-    while let Some(command) = ctx.commands.recv().await {
+    let (outbox_kick, outbox_kicked) = async_channel::bounded::<()>(1);
+    state.borrow_mut().outbox_kick = outbox_kick;
+    loop {
+        let pending = drain_outbox(&state, &ctx.mesh);
+        let wake = async {
+            if pending {
+                glommio::timer::sleep(Duration::from_micros(MESH_RETRY_US)).await;
+            } else {
+                let _ = outbox_kicked.recv().await;
+            }
+            None
+        };
+        let received = async { Some(ctx.commands.recv().await) };
+        let command = match futures_lite::future::or(received, wake).await {
+            None => continue,
+            Some(None) => break,
+            Some(Some(command)) => command,
+        };
         match command {
             Command::Known(domains) => {
                 let mut shard = state.borrow_mut();
@@ -356,9 +442,18 @@ pub async fn shard_main(ctx: ShardContext<(), Command>, listen: Option<Listen>, 
                 {
                     let mut shard = state.borrow_mut();
                     let at = shard.instant();
-                    let ShardState { runs, slab, .. } = &mut *shard;
-                    for run in runs.values_mut() {
-                        run.graph.flush_all(None, at, slab);
+                    let state = &mut *shard;
+                    for run in state.runs.values_mut() {
+                        run.graph.flush_all(
+                            None,
+                            at,
+                            &mut super::shard::mesh::Ctx {
+                                shard: state.shard,
+                                shards: state.shards,
+                                slab: &mut state.slab,
+                                outbox: &mut state.outbox,
+                            },
+                        );
                     }
                     shard.step();
                 }

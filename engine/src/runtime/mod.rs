@@ -6,9 +6,10 @@
 //! changed and deploys it, and stops domains that stopped or vanished. Shards never see NSPL
 //! or the catalog; they receive compiled plans.
 //!
-//! Placement: every domain's graph runs on shard 0, where the session listener accepts client
-//! producers and consumers (docs/decisions.md explains why branch → shard distribution across
-//! several shards is not wired yet). The other shards start and idle.
+//! Placement (see `shard::mesh`): every shard runs every started domain's graph; client
+//! ingestors, unbranched relays and every sink live on shard 0, where the session listener
+//! accepts producers and consumers; a branched relay's frames, and the nodes consuming them,
+//! live on the shard their branch key hashes to.
 
 pub mod clock;
 pub mod driver;
@@ -79,6 +80,7 @@ impl DataPlane {
     /// Starts the shards and the session listener on shard [`GRAPH_SHARD`].
     pub fn start(config: DataPlaneConfig) -> Result<DataPlane, DataPlaneError> {
         let mut runtime = RuntimeConfig::with_shards(config.shards);
+        runtime.mesh_capacity_messages = shard::mesh::MESH_CHANNEL_MESSAGES;
         if !config.pin {
             runtime = runtime.unpinned();
         }
@@ -141,6 +143,32 @@ impl DataPlane {
             .map_err(|_| DataPlaneError::Stopped)
     }
 
+    /// Sends one command per shard (made by `command` with its reply channel) and waits for
+    /// every reply. `root_first`: shard 0 first (stopping intake before the rest), else last
+    /// (the rest are ready before intake starts).
+    async fn broadcast<R>(
+        &self,
+        root_first: bool,
+        command: impl Fn(tokio::sync::oneshot::Sender<R>) -> Command,
+    ) -> Vec<R> {
+        let count = self.shards.shard_count().get();
+        let order: Vec<usize> = if root_first {
+            (0..count).collect()
+        } else {
+            (1..count).chain(std::iter::once(GRAPH_SHARD)).collect()
+        };
+        let mut replies = Vec::with_capacity(count);
+        for shard in order {
+            let (done, wait) = tokio::sync::oneshot::channel();
+            if self.shards.send(shard, command(done)).await.is_ok() {
+                if let Ok(reply) = wait.await {
+                    replies.push(reply);
+                }
+            }
+        }
+        replies
+    }
+
     /// Brings the shards in line with `catalog`: deploys started domains whose model changed,
     /// stops the rest. Plans are built here, synchronously, from the borrowed catalog; the
     /// returned commands are sent by [`DataPlane::apply`].
@@ -188,19 +216,18 @@ impl DataPlane {
     }
 
     async fn apply(&self, reconcile: Reconcile, deployed: &mut HashMap<String, u64>) {
-        let _ = self.send(Command::Known(reconcile.known)).await;
+        for shard in 0..self.shards.shard_count().get() {
+            let _ = self
+                .shards
+                .send(shard, Command::Known(reconcile.known.clone()))
+                .await;
+        }
         for name in reconcile.stop {
-            let (done, wait) = tokio::sync::oneshot::channel();
-            if self
-                .send(Command::Undeploy {
-                    domain: name.clone(),
-                    done,
-                })
-                .await
-                .is_ok()
-            {
-                let _ = wait.await;
-            }
+            self.broadcast(true, |done| Command::Undeploy {
+                domain: name.clone(),
+                done,
+            })
+            .await;
             deployed.remove(&name);
             if let Ok(mut failures) = self.failures.lock() {
                 failures.remove(&name);
@@ -208,10 +235,11 @@ impl DataPlane {
         }
         for (plan, fingerprint) in reconcile.deploy {
             let name = plan.name.clone();
-            let (done, wait) = tokio::sync::oneshot::channel();
-            if self.send(Command::Deploy { plan, done }).await.is_ok() {
-                let _ = wait.await;
-            }
+            self.broadcast(false, |done| Command::Deploy {
+                plan: plan.clone(),
+                done,
+            })
+            .await;
             deployed.insert(name.clone(), fingerprint);
             if let Ok(mut failures) = self.failures.lock() {
                 failures.remove(&name);
@@ -255,24 +283,24 @@ impl DataPlane {
     }
 
     async fn attach(&self, id: u64, spec: &subscribe::SubscriptionSpec) {
-        let Ok(filter) = subscribe::compile_filter(spec) else {
-            return;
-        };
-        let (done, wait) = tokio::sync::oneshot::channel();
-        let command = Command::Subscribe {
-            id,
-            label: spec.name.clone(),
-            domain: spec.domain.clone(),
-            relay: spec.relay.clone(),
-            filter,
-            sample_rate: spec.sample_rate,
-            sink: spec.sink.clone(),
-            done,
-        };
-        if self.send(command).await.is_ok() {
-            if let Ok(Err(reason)) = wait.await {
-                tracing::debug!("subscription {id} not attached: {reason}");
-            }
+        // Every shard taps its own share of the relay (branches live on their shards).
+        let replies = self
+            .broadcast(false, |done| {
+                let filter = subscribe::compile_filter(spec).ok().flatten();
+                Command::Subscribe {
+                    id,
+                    label: spec.name.clone(),
+                    domain: spec.domain.clone(),
+                    relay: spec.relay.clone(),
+                    filter,
+                    sample_rate: spec.sample_rate,
+                    sink: spec.sink.clone(),
+                    done,
+                }
+            })
+            .await;
+        if let Some(Err(reason)) = replies.into_iter().find(Result::is_err) {
+            tracing::debug!("subscription {id} not attached: {reason}");
         }
     }
 
@@ -308,17 +336,11 @@ impl DataPlane {
     /// Graceful stop: every graph force-flushes its route buffers, sinks finish what they hold
     /// (bounded by `drain_ms`), attachments end; then the shards stop.
     pub async fn shutdown(self, drain_ms: u64) {
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self
-            .send(Command::Drain {
-                deadline_ms: drain_ms,
-                done,
-            })
-            .await
-            .is_ok()
-        {
-            let _ = wait.await;
-        }
+        self.broadcast(true, |done| Command::Drain {
+            deadline_ms: drain_ms,
+            done,
+        })
+        .await;
         let shards = self.shards;
         let _ = tokio::task::spawn_blocking(move || shards.join()).await;
     }

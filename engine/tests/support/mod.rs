@@ -90,10 +90,13 @@ impl Node {
                 &session.to_string(),
                 "--metrics-addr",
                 &metrics.to_string(),
-                "--shards",
-                "1",
                 "--no-pin",
             ])
+            .args(if extra.contains(&"--shards") {
+                &[][..]
+            } else {
+                &["--shards", "1"][..]
+            })
             .args(extra)
             .env("NERVIX_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .stdout(Stdio::null())

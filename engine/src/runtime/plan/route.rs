@@ -388,6 +388,16 @@ pub(crate) fn compile_emitter(
         None => None,
     };
     let on_error = error_plan(builder, typed, input, sink, &create.on_message_error)?;
+    // An emitter consumes per concrete branch: a frame it writes holds one branch.
+    let incoming = create
+        .inputs
+        .first()
+        .and_then(|i| builder.plan.relay_id(&i.relay.name))
+        .and_then(|relay| builder.plan.relays[relay].branch);
+    let branch = match incoming {
+        Some(branch) => BranchOut::Keep { branch },
+        None => BranchOut::Unbranched,
+    };
     Ok(RoutePlan {
         label: format!("{} sink", typed.entity()),
         target: usize::MAX,
@@ -395,7 +405,7 @@ pub(crate) fn compile_emitter(
         inherit,
         sets,
         filter,
-        branch: BranchOut::Unbranched,
+        branch,
         flush: flush_policy(Some(&create.flush)),
         on_error,
     })

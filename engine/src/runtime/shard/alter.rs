@@ -38,7 +38,7 @@ impl ShardState {
         }
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
-            run.graph.flush_all(None, at, &mut self.slab);
+            run.graph.flush_all(None, at, super::cx!(self));
         }
         for (producer, seq) in suspended {
             self.answer_outcome(producer, seq, Outcome::Suspended);

@@ -23,13 +23,15 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use nervix_nspl::ast::GeneralErrorPolicy;
-use nervix_shards::ack::AckSlab;
-use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+use std::num::NonZeroUsize;
+
+use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
 use nervix_shards::flush::Now;
 use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 
 use super::buffers::RouteBuffers;
+use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
@@ -145,7 +147,12 @@ pub struct Graph {
     encoders: HashMap<usize, BranchKeyEncoder>,
     pub branch_tables: Vec<BranchTable<Box<[u8]>, ()>>,
     evicted: Vec<(Box<[u8]>, ())>,
+    /// Frames other shards sent that wait for room in their relay.
+    inbound: VecDeque<(RelayId, Frame)>,
 }
+
+/// The relay-buffer producer id of frames that arrived from other shards.
+const INBOUND_PRODUCER: ProducerId = ProducerId(u64::MAX);
 
 /// Where the caller gets time from for one step.
 #[derive(Debug, Clone, Copy)]
@@ -217,6 +224,7 @@ impl Graph {
             encoders: HashMap::new(),
             branch_tables,
             evicted: Vec::new(),
+            inbound: VecDeque::new(),
             plan,
         }
     }
@@ -288,7 +296,7 @@ impl Graph {
         batch: &RecordBatch,
         root: nervix_shards::ack::AckHandle,
         at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
+        cx: &mut Ctx<'_>,
     ) {
         let frame = Frame {
             batch: batch.clone(),
@@ -308,7 +316,7 @@ impl Graph {
             &ingestor.routes,
             false,
             at,
-            slab,
+            cx,
         );
     }
 
@@ -324,7 +332,7 @@ impl Graph {
         routes: &[RoutePlan],
         detached: bool,
         at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
+        cx: &mut Ctx<'_>,
     ) {
         let num_rows = frame.num_rows();
         let plan = self.plan.clone();
@@ -395,21 +403,21 @@ impl Graph {
         // Hand each run's units on to what was derived from it.
         if !detached {
             for (run, derived) in frame.acks.iter().zip(&per_run) {
-                let _ = slab.transfer(run.root, run.rows as u64, *derived);
+                cx.transfer(run.root, run.rows as u64, *derived);
             }
         } else {
             for run in &frame.acks {
-                let _ = slab.ack(run.root, run.rows as u64);
+                cx.ack(run.root, run.rows as u64);
             }
         }
         for (run, failed) in frame.acks.iter().zip(&nacked) {
             if *failed {
-                let _ = slab.nack(run.root);
+                cx.nack(run.root);
             }
         }
         self.log(node, logs);
         for (relay, frame) in out_frames {
-            self.publish(node, relay, frame, at, slab);
+            self.publish(node, relay, frame, at, cx);
         }
     }
 
@@ -572,14 +580,27 @@ impl Graph {
         relay: RelayId,
         frame: Frame,
         at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
+        cx: &mut Ctx<'_>,
     ) {
         if !self.node(from).blocked.is_empty() {
             self.node_mut(from).blocked.push_back((relay, frame));
             return;
         }
-        if let Err(full) = self.try_publish(from, relay, frame, at, slab) {
+        if let Err(full) = self.try_publish(from, relay, frame, at, cx) {
             self.node_mut(from).blocked.push_back((relay, full));
+        }
+    }
+
+    /// The shard that owns `frame` in `relay`: its branch's shard, or the root shard for
+    /// unbranched frames.
+    fn owner_shard(&self, relay: RelayId, frame: &Frame, shards: usize) -> usize {
+        match (
+            &self.plan.relays[relay].branch,
+            &frame.key,
+            NonZeroUsize::new(shards),
+        ) {
+            (Some(_), BranchKey::Key(bytes), Some(count)) => shard_of_key_bytes(bytes, count),
+            _ => ROOT_SHARD,
         }
     }
 
@@ -589,35 +610,145 @@ impl Graph {
         relay: RelayId,
         frame: Frame,
         at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
+        cx: &mut Ctx<'_>,
+    ) -> Result<(), Frame> {
+        let owner = self.owner_shard(relay, &frame, cx.shards);
+        if owner != cx.shard {
+            let (hop, forward_to) = route_via(cx.shard, owner);
+            if cx.outbox.frames_for(hop) >= MESH_OUTBOX_FRAMES {
+                return Err(frame);
+            }
+            cx.outbox.queues[hop].push_back(MeshMsg::RelayFrame {
+                domain: self.plan.name.clone(),
+                relay: self.plan.relays[relay].name.clone(),
+                frame,
+                forward_to,
+            });
+            self.node_mut(from).counters.frames_out += 1;
+            return Ok(());
+        }
+        self.push_local(from.producer_id(), relay, frame, at, cx)?;
+        self.node_mut(from).counters.frames_out += 1;
+        Ok(())
+    }
+
+    /// Puts a frame into this shard's owner buffer of `relay`; hands it back when full.
+    fn push_local(
+        &mut self,
+        producer: ProducerId,
+        relay: RelayId,
+        frame: Frame,
+        at: Instant,
+        cx: &mut Ctx<'_>,
     ) -> Result<(), Frame> {
         let consumers = self.relays[relay].consumers.len() as u64;
         let rows = frame.num_rows() as u64;
-        self.feed_taps(relay, &frame, at);
-        let state = &mut self.relays[relay];
         if consumers == 0 {
             // Nobody reads this relay: its rows are resolved on arrival.
-            state.published_rows += rows;
+            self.feed_taps(relay, &frame, at);
+            self.relays[relay].published_rows += rows;
             for run in &frame.acks {
-                let _ = slab.ack(run.root, run.rows as u64);
+                cx.ack(run.root, run.rows as u64);
             }
             return Ok(());
         }
         let acks = frame.acks.clone();
-        match state.buffer.try_push(from.producer_id(), frame) {
+        let tapped = (!self.relays[relay].taps.is_empty()).then(|| frame.clone());
+        match self.relays[relay].buffer.try_push(producer, frame) {
             Ok(()) => {
-                state.published_rows += rows;
+                self.relays[relay].published_rows += rows;
                 if consumers > 1 {
                     for run in &acks {
-                        let _ =
-                            slab.transfer(run.root, run.rows as u64, run.rows as u64 * consumers);
+                        cx.transfer(run.root, run.rows as u64, run.rows as u64 * consumers);
                     }
                 }
-                self.node_mut(from).counters.frames_out += 1;
+                if let Some(frame) = tapped {
+                    self.feed_taps(relay, &frame, at);
+                }
                 Ok(())
             }
             Err(full) => Err(full.into_frame()),
         }
+    }
+
+    /// A frame another shard sent for `relay` (by name: it may come from before a model swap).
+    pub fn receive_relay_frame(
+        &mut self,
+        relay: &str,
+        frame: Frame,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        match self.plan.relay_id(relay) {
+            Some(id) => {
+                self.inbound.push_back((id, frame));
+                self.retry_inbound(at, cx);
+            }
+            None => {
+                tracing::warn!(
+                    "domain '{}': a frame for relay '{relay}', which the running model lacks; \
+                     its rows are negatively acknowledged",
+                    self.plan.name
+                );
+                for run in &frame.acks {
+                    cx.nack(run.root);
+                }
+            }
+        }
+    }
+
+    /// A constructed frame of `emitter` from another shard, for its sink here.
+    pub fn receive_emitter_frame(&mut self, emitter: &str, frame: Frame, cx: &mut Ctx<'_>) {
+        match self.plan.emitter(emitter) {
+            Some(id) => self.emitter_queues[id].ready.push_back(frame),
+            None => {
+                for run in &frame.acks {
+                    cx.nack(run.root);
+                }
+            }
+        }
+    }
+
+    /// Whether frames from other shards wait for room here (the mesh readers pause then).
+    pub fn inbound_blocked(&self) -> bool {
+        !self.inbound.is_empty()
+            || self
+                .emitter_queues
+                .iter()
+                .any(|q| q.ready.len() > 2 * EMITTER_QUEUE_FRAMES)
+    }
+
+    fn retry_inbound(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
+        let mut moved = false;
+        while let Some((relay, frame)) = self.inbound.pop_front() {
+            match self.push_local(INBOUND_PRODUCER, relay, frame, at, cx) {
+                Ok(()) => moved = true,
+                Err(frame) => {
+                    self.inbound.push_front((relay, frame));
+                    break;
+                }
+            }
+        }
+        moved
+    }
+
+    /// Away from the root shard, emitters construct here and deliver there.
+    fn ship_emitter_frames(&mut self, cx: &mut Ctx<'_>) -> bool {
+        if cx.shard == ROOT_SHARD {
+            return false;
+        }
+        let mut moved = false;
+        for (index, queue) in self.emitter_queues.iter_mut().enumerate() {
+            while let Some(frame) = queue.ready.pop_front() {
+                moved = true;
+                cx.outbox.queues[ROOT_SHARD].push_back(MeshMsg::EmitterFrame {
+                    domain: self.plan.name.clone(),
+                    emitter: self.plan.emitters[index].name.clone(),
+                    frame,
+                });
+            }
+        }
+        moved
     }
 
     fn feed_taps(&mut self, relay: RelayId, frame: &Frame, at: Instant) {
@@ -633,11 +764,13 @@ impl Graph {
 
     /// Moves frames until nothing more can move: blocked publishes first (they hold reserved
     /// slots), then relay fronts to ready consumers. Returns whether anything moved.
-    pub fn pump(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) -> bool {
+    pub fn pump(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
         let mut moved_any = false;
         loop {
             let mut moved = false;
-            moved |= self.retry_blocked(at, slab);
+            moved |= self.retry_inbound(at, cx);
+            moved |= self.retry_blocked(at, cx);
+            moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
                 while !self.relays[relay].buffer.is_empty() {
                     let consumers = self.relays[relay].consumers.clone();
@@ -649,7 +782,7 @@ impl Graph {
                     };
                     moved = true;
                     for consumer in consumers {
-                        self.deliver(consumer, relay, &popped.frame, at, slab);
+                        self.deliver(consumer, relay, &popped.frame, at, cx);
                     }
                 }
             }
@@ -661,7 +794,7 @@ impl Graph {
         moved_any
     }
 
-    fn retry_blocked(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) -> bool {
+    fn retry_blocked(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
         let mut moved = false;
         let nodes: Vec<NodeRef> = (0..self.ingestors.len())
             .map(NodeRef::Ingestor)
@@ -670,7 +803,7 @@ impl Graph {
             .collect();
         for node in nodes {
             while let Some((relay, frame)) = self.node_mut(node).blocked.pop_front() {
-                match self.try_publish(node, relay, frame, at, slab) {
+                match self.try_publish(node, relay, frame, at, cx) {
                     Ok(()) => moved = true,
                     Err(frame) => {
                         self.node_mut(node).blocked.push_front((relay, frame));
@@ -688,7 +821,7 @@ impl Graph {
         relay: RelayId,
         frame: &Frame,
         at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
+        cx: &mut Ctx<'_>,
     ) {
         let plan = self.plan.clone();
         match consumer {
@@ -703,7 +836,7 @@ impl Graph {
                     &processor.routes,
                     processor.detached,
                     at,
-                    slab,
+                    cx,
                 );
             }
             NodeRef::Emitter(index) => {
@@ -717,7 +850,7 @@ impl Graph {
                     std::slice::from_ref(&emitter.route),
                     emitter.detached,
                     at,
-                    slab,
+                    cx,
                 );
             }
             NodeRef::Ingestor(_) => {}
@@ -725,7 +858,7 @@ impl Graph {
     }
 
     /// Flushes buffers whose deadline came, sweeps branch TTLs, updates rates; then pumps.
-    pub fn tick(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
+    pub fn tick(&mut self, at: Instant, cx: &mut Ctx<'_>) {
         for node in self
             .ingestors
             .iter_mut()
@@ -755,13 +888,13 @@ impl Graph {
         keys.extend(lru.into_iter().map(|(key, _)| BranchKey::Key(key)));
         for key in keys {
             // An evicted branch leaves with its buffered work flushed, never lost.
-            self.flush_all(Some(&key), at, slab);
+            self.flush_all(Some(&key), at, cx);
         }
-        self.flush_due(at, slab);
-        self.pump(at, slab);
+        self.flush_due(at, cx);
+        self.pump(at, cx);
     }
 
-    fn flush_due(&mut self, at: Instant, slab: &mut AckSlab<PayloadToken>) {
+    fn flush_due(&mut self, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
         for (index, node) in self.ingestors.iter_mut().enumerate() {
@@ -794,17 +927,12 @@ impl Graph {
             self.emitter_queues[index].ready.extend(frames);
         }
         for (node, relay, frame) in out {
-            self.publish(node, relay, frame, at, slab);
+            self.publish(node, relay, frame, at, cx);
         }
     }
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
-    pub fn flush_all(
-        &mut self,
-        key: Option<&BranchKey>,
-        at: Instant,
-        slab: &mut AckSlab<PayloadToken>,
-    ) {
+    pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
         for (index, node) in self.ingestors.iter_mut().enumerate() {
@@ -837,7 +965,7 @@ impl Graph {
             self.emitter_queues[index].ready.extend(frames);
         }
         for (node, relay, frame) in out {
-            self.publish(node, relay, frame, at, slab);
+            self.publish(node, relay, frame, at, cx);
         }
     }
 

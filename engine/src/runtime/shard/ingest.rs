@@ -351,7 +351,7 @@ impl ShardState {
                     );
                     if rows > 0 {
                         run.graph
-                            .ingest(index, &queued.batch, root, at, &mut self.slab);
+                            .ingest(index, &queued.batch, root, at, super::cx!(self));
                     }
                 }
             }

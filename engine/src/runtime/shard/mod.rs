@@ -13,6 +13,7 @@ pub mod alter;
 pub mod buffers;
 pub mod graph;
 pub mod ingest;
+pub mod mesh;
 pub mod sinks;
 pub mod subscription;
 
@@ -28,6 +29,20 @@ use self::ingest::{Admission, ProducerState};
 use self::sinks::{ConsumerState, FileSinkHandle};
 use crate::runtime::clock;
 use crate::runtime::plan::{DomainPlan, SinkPlan};
+
+/// The acknowledgement context of one step, from disjoint fields of a [`ShardState`] (so the
+/// caller may hold a graph borrowed from `runs` meanwhile).
+macro_rules! cx {
+    ($state:expr) => {
+        &mut $crate::runtime::shard::mesh::Ctx {
+            shard: $state.shard,
+            shards: $state.shards,
+            slab: &mut $state.slab,
+            outbox: &mut $state.outbox,
+        }
+    };
+}
+pub(crate) use cx;
 
 /// Payload roots one shard tracks at once; a full slab answers further batches `busy`.
 pub const ACK_SLAB_ROOTS: u32 = 65_536;
@@ -101,6 +116,11 @@ pub struct DomainRun {
 /// The data-plane state of one shard.
 pub struct ShardState {
     pub shard: usize,
+    pub shards: usize,
+    /// Messages for other shards, sent by the driver's mesh tasks.
+    pub outbox: mesh::Outbox,
+    /// Wakes the driver to send what the outbox holds.
+    pub outbox_kick: async_channel::Sender<()>,
     pub runs: HashMap<String, DomainRun>,
     /// Every domain the catalog knows, with whether it is started (for open refusals).
     pub known: HashMap<String, bool>,
@@ -134,11 +154,15 @@ pub struct ShardCounters {
 impl ShardState {
     pub fn new(
         shard: usize,
+        shards: usize,
         kick: async_channel::Sender<()>,
         data_dir: std::path::PathBuf,
     ) -> ShardState {
         ShardState {
             shard,
+            shards,
+            outbox: mesh::Outbox::new(shards),
+            outbox_kick: async_channel::bounded(1).0,
             runs: HashMap::new(),
             known: HashMap::new(),
             slab: AckSlab::new(ACK_SLAB_ROOTS)
@@ -181,7 +205,12 @@ impl ShardState {
             .map(|i| Admission::new(i.window))
             .collect();
         let mut files = HashMap::new();
+        // Sinks deliver on the root shard only (see `mesh`): one writer per file.
+        let sink_shard = self.shard == mesh::ROOT_SHARD;
         for (index, emitter) in plan.emitters.iter().enumerate() {
+            if !sink_shard {
+                break;
+            }
             if let SinkPlan::FileAppend { path, format } = &emitter.sink {
                 match FileSinkHandle::start(path.clone(), *format, emitter.name.clone()) {
                     Ok(handle) => {
@@ -224,8 +253,8 @@ impl ShardState {
         }
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
-            run.graph.flush_all(None, at, &mut self.slab);
-            run.graph.pump(at, &mut self.slab);
+            run.graph.flush_all(None, at, cx!(self));
+            run.graph.pump(at, cx!(self));
         }
         self.dispatch_sinks();
         self.end_attachments(domain, reason);
@@ -239,7 +268,7 @@ impl ShardState {
             let at = self.instant();
             let mut moved = self.admit(at);
             for run in self.runs.values_mut() {
-                moved |= run.graph.pump(at, &mut self.slab);
+                moved |= run.graph.pump(at, cx!(self));
             }
             moved |= self.dispatch_sinks();
             moved |= self.answer_resolved();
@@ -247,13 +276,71 @@ impl ShardState {
                 break;
             }
         }
+        if !self.outbox.is_empty() {
+            let _ = self.outbox_kick.try_send(());
+        }
+    }
+
+    /// Whether frames from other shards must wait before more are read from the mesh.
+    pub fn inbound_blocked(&self) -> bool {
+        self.runs.values().any(|run| run.graph.inbound_blocked())
+            || self
+                .outbox
+                .queues
+                .iter()
+                .any(|q| q.len() > 4 * mesh::MESH_OUTBOX_FRAMES)
+    }
+
+    /// A message from another shard.
+    pub fn on_mesh(&mut self, message: mesh::MeshMsg) {
+        let at = self.instant();
+        match message {
+            mesh::MeshMsg::RelayFrame {
+                domain,
+                relay,
+                frame,
+                forward_to,
+            } => {
+                if let Some(to) = forward_to.filter(|to| *to != self.shard) {
+                    self.outbox.queues[to].push_back(mesh::MeshMsg::RelayFrame {
+                        domain,
+                        relay,
+                        frame,
+                        forward_to: None,
+                    });
+                } else if let Some(run) = self.runs.get_mut(&domain) {
+                    run.graph.receive_relay_frame(&relay, frame, at, cx!(self));
+                } else {
+                    for run in &frame.acks {
+                        cx!(self).nack(run.root);
+                    }
+                }
+            }
+            mesh::MeshMsg::EmitterFrame {
+                domain,
+                emitter,
+                frame,
+            } => match self.runs.get_mut(&domain) {
+                Some(run) => run.graph.receive_emitter_frame(&emitter, frame, cx!(self)),
+                None => {
+                    for run in &frame.acks {
+                        cx!(self).nack(run.root);
+                    }
+                }
+            },
+            mesh::MeshMsg::AckOps(ops) => {
+                let refused = mesh::apply_ops(&mut self.slab, &ops);
+                self.counters.stale_acks += refused as u64;
+            }
+        }
+        self.step();
     }
 
     /// Flushes due route buffers, sweeps branches and times out batches, then steps.
     pub fn tick(&mut self) {
         let at = self.instant();
         for run in self.runs.values_mut() {
-            run.graph.tick(at, &mut self.slab);
+            run.graph.tick(at, cx!(self));
         }
         self.time_out(at);
         self.step();
