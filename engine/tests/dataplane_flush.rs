@@ -13,6 +13,10 @@ use support::dataplane::{
 use support::Node;
 
 fn graph(junction_flush: &str) -> String {
+    graph_with(junction_flush, "")
+}
+
+fn graph_with(junction_flush: &str, collect: &str) -> String {
     format!(
         "
 CREATE DOMAIN shop;
@@ -34,6 +38,7 @@ CREATE CLIENT PRODUCER INGESTOR orders_in
   ON GENERAL ERROR LOG;
 CREATE JUNCTION pass
   FROM orders
+  {collect}
   BRANCHED BY by_tenant
   TO out
     INHERIT ALL
@@ -170,5 +175,33 @@ fn flush_immediate_sends_each_burst_promptly_and_apart() {
             consumer.ack(delivery.seq).await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    });
+}
+
+#[test]
+fn collect_for_holds_a_branch_input_for_its_interval() {
+    let dir = support::scratch_dir("collect-for");
+    let node = Node::start(&dir);
+    define(
+        &mut node.admin(),
+        &graph_with("FLUSH IMMEDIATE", "COLLECT FOR 300ms"),
+    );
+    runtime().block_on(async {
+        let (mut producer, mut consumer, _session) = attach(&node).await;
+        let started = Instant::now();
+        producer.submit(&orders(&[("acme", "a", 1)])).await.unwrap();
+        producer.submit(&orders(&[("acme", "b", 2)])).await.unwrap();
+        assert!(
+            quiet_for(&mut consumer, 200).await,
+            "the junction saw its input before COLLECT FOR 300ms"
+        );
+        let mut items = Vec::new();
+        while items.len() < 2 {
+            let delivery = next_delivery(&mut consumer, 5).await;
+            items.extend(rows_of(&delivery.batch).into_iter().map(|r| r.1));
+            consumer.ack(delivery.seq).await.unwrap();
+        }
+        assert!(started.elapsed() >= Duration::from_millis(280));
+        assert_eq!(items, ["a", "b"]);
     });
 }

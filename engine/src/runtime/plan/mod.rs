@@ -33,6 +33,7 @@ use crate::catalog::{Catalog, Domain, Entity, EntityKey};
 use crate::types::TypedExpr;
 use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
+use nervix_shards::flush::FlushPolicy;
 
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan};
 
@@ -116,6 +117,8 @@ pub struct ProcessorPlan {
     pub name: String,
     pub kind: ObjectKind,
     pub inputs: Vec<InputPlan>,
+    /// `COLLECT FOR`: how input frames are gathered per branch before the node sees them.
+    pub collect: Option<FlushPolicy>,
     pub filter: Option<Program>,
     pub routes: Vec<RoutePlan>,
     pub detached: bool,
@@ -133,6 +136,8 @@ pub enum SinkPlan {
 /// An emitter: its inputs, its one construction route (target = the sink schema) and sink.
 pub struct EmitterPlan {
     pub name: String,
+    /// `COLLECT FOR`, as for processors.
+    pub collect: Option<FlushPolicy>,
     /// The sink's fields (a CLIENT CONSUMER's TO SCHEMA; a file's input relay schema).
     pub fields: Vec<Field>,
     pub inputs: Vec<InputPlan>,
@@ -450,10 +455,10 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        if feed.collect.is_some() || !create.state.is_empty() {
+        if !create.state.is_empty() {
             return Err(PlanError::Unsupported {
                 entity: owner,
-                what: "COLLECT FOR and USING MATERIALIZED STATE".to_string(),
+                what: "USING MATERIALIZED STATE".to_string(),
             });
         }
         let typed = TypedIndex::new(entity);
@@ -471,6 +476,7 @@ impl<'d> Builder<'d> {
             name: create.name.name.clone(),
             kind: create.def.kind(),
             inputs,
+            collect: feed.collect.as_ref().map(collect_policy),
             filter,
             routes,
             detached: create.attachment == Some(Attachment::Detached),
@@ -552,10 +558,10 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        if create.collect.is_some() || !create.state.is_empty() {
+        if !create.state.is_empty() {
             return Err(PlanError::Unsupported {
                 entity: owner,
-                what: "COLLECT FOR and USING MATERIALIZED STATE".to_string(),
+                what: "USING MATERIALIZED STATE".to_string(),
             });
         }
         if !create.construction.headers.is_empty() {
@@ -577,6 +583,7 @@ impl<'d> Builder<'d> {
         };
         self.plan.emitters.push(EmitterPlan {
             name: create.name.name.clone(),
+            collect: create.collect.as_ref().map(collect_policy),
             fields: sink_fields.clone(),
             inputs,
             route,
@@ -587,6 +594,15 @@ impl<'d> Builder<'d> {
             max_in_flight,
         });
         Ok(())
+    }
+}
+
+/// `COLLECT FOR d [MAX BATCH SIZE b]` releases on FLUSH EACH terms; without a byte bound only
+/// the interval releases.
+fn collect_policy(collect: &nervix_nspl::ast::Collect) -> FlushPolicy {
+    FlushPolicy::Each {
+        interval_ns: collect.interval.nanos,
+        max_batch_bytes: collect.max_batch_size.map_or(u64::MAX, |size| size.bytes),
     }
 }
 

@@ -27,10 +27,11 @@ use std::num::NonZeroUsize;
 
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
-use nervix_shards::flush::Now;
+use nervix_shards::flush::{FlushPolicy, Now};
 use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 
 use super::buffers::RouteBuffers;
+use super::collect::Collector;
 use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
@@ -102,6 +103,8 @@ pub struct NodeCounters {
 
 struct Node {
     routes: Vec<RouteBuffers>,
+    /// `COLLECT FOR`: input frames gathered per branch before the node processes them.
+    collect: Option<Collector>,
     /// Frames refused by a full relay, in order; the node takes no input while any wait.
     blocked: VecDeque<(RelayId, Frame)>,
     counters: NodeCounters,
@@ -109,8 +112,9 @@ struct Node {
 }
 
 impl Node {
-    fn new(routes: &[RoutePlan]) -> Node {
+    fn new(routes: &[RoutePlan], collect: Option<FlushPolicy>) -> Node {
         Node {
+            collect: collect.map(Collector::new),
             routes: routes
                 .iter()
                 .map(|r| RouteBuffers::new(r.flush, r.schema.clone()))
@@ -199,17 +203,17 @@ impl Graph {
             ingestors: plan
                 .ingestors
                 .iter()
-                .map(|i| Node::new(&i.routes))
+                .map(|i| Node::new(&i.routes, None))
                 .collect(),
             processors: plan
                 .processors
                 .iter()
-                .map(|p| Node::new(&p.routes))
+                .map(|p| Node::new(&p.routes, p.collect))
                 .collect(),
             emitters: plan
                 .emitters
                 .iter()
-                .map(|e| Node::new(std::slice::from_ref(&e.route)))
+                .map(|e| Node::new(std::slice::from_ref(&e.route), e.collect))
                 .collect(),
             emitter_queues: plan
                 .emitters
@@ -823,6 +827,51 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        if let Some(collector) = self.node_mut(consumer).collect.as_mut() {
+            let mut released = Vec::new();
+            collector.append(relay, frame.clone(), at.now, &mut released);
+            for (relay, frame) in released {
+                self.work(consumer, relay, &frame, at, cx);
+            }
+            return;
+        }
+        self.work(consumer, relay, frame, at, cx);
+    }
+
+    /// Hands collected frames over: those whose interval ended, or all of them (`force`).
+    fn release_collected(
+        &mut self,
+        force: Option<Option<&BranchKey>>,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let nodes: Vec<NodeRef> = (0..self.processors.len())
+            .map(NodeRef::Processor)
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect();
+        for node in nodes {
+            let mut released = Vec::new();
+            if let Some(collector) = self.node_mut(node).collect.as_mut() {
+                match force {
+                    Some(only) => collector.force(only, &mut released),
+                    None => collector.tick(at.now, &mut released),
+                }
+            }
+            for (relay, frame) in released {
+                self.work(node, relay, &frame, at, cx);
+            }
+        }
+    }
+
+    /// One node's work on one delivered frame.
+    fn work(
+        &mut self,
+        consumer: NodeRef,
+        relay: RelayId,
+        frame: &Frame,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
         let plan = self.plan.clone();
         match consumer {
             NodeRef::Processor(index) => {
@@ -895,6 +944,7 @@ impl Graph {
     }
 
     fn flush_due(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        self.release_collected(None, at, cx);
         let plan = self.plan.clone();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
         for (index, node) in self.ingestors.iter_mut().enumerate() {
@@ -933,6 +983,7 @@ impl Graph {
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
     pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
+        self.release_collected(Some(key), at, cx);
         let plan = self.plan.clone();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
         for (index, node) in self.ingestors.iter_mut().enumerate() {
@@ -984,6 +1035,9 @@ impl Graph {
                 logical = min_opt(logical, l);
                 physical = min_opt(physical, p);
             }
+            if let Some(collector) = &node.collect {
+                logical = min_opt(logical, collector.next_deadline());
+            }
         }
         for table in &self.branch_tables {
             physical = min_opt(physical, table.next_expiry_ns());
@@ -1004,7 +1058,7 @@ impl Graph {
                 .iter()
                 .chain(&self.processors)
                 .chain(&self.emitters)
-                .map(|n| n.blocked.len())
+                .map(|n| n.blocked.len() + n.collect.as_ref().map_or(0, Collector::held_frames))
                 .sum::<usize>()
             + self
                 .emitter_queues

@@ -11,6 +11,7 @@
 
 pub mod alter;
 pub mod buffers;
+pub mod collect;
 pub mod graph;
 pub mod ingest;
 pub mod mesh;

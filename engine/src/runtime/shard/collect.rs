@@ -1,0 +1,99 @@
+//! `COLLECT FOR <duration> [MAX BATCH SIZE <bytes>]` in front of a processor or emitter: its
+//! input frames are gathered per concrete branch and handed to the node together when the
+//! domain-logical interval ends (or the byte bound is reached), in arrival order.
+//!
+//! The decision of when is the route flusher's ([`RouteFlusher`], `FLUSH EACH` rules), so a
+//! collection and a route buffer release on exactly the same terms. For the stateless nodes
+//! this data plane runs (junctions, reingestors, emitters), handing over the gathered frames
+//! one after another is the same as handing over their concatenation: each row meets the same
+//! filters and routes, in the same order, and lands in the same route buffers.
+
+use std::collections::HashMap;
+
+use nervix_shards::branch_key::BranchKey;
+use nervix_shards::flush::{Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
+
+use super::buffers::logical_bytes;
+use crate::runtime::frame::Frame;
+use crate::runtime::plan::RelayId;
+
+/// The frames one node is collecting, per branch.
+pub struct Collector {
+    policy: FlushPolicy,
+    branches: HashMap<BranchKey, (RouteFlusher, Vec<(RelayId, Frame)>)>,
+}
+
+impl Collector {
+    pub fn new(policy: FlushPolicy) -> Collector {
+        Collector {
+            policy,
+            branches: HashMap::new(),
+        }
+    }
+
+    /// Adds a frame; what must be handed over now is appended to `out` in order.
+    pub fn append(
+        &mut self,
+        relay: RelayId,
+        frame: Frame,
+        now: Now,
+        out: &mut Vec<(RelayId, Frame)>,
+    ) {
+        let chunk = Chunk::new(logical_bytes(&frame.batch), frame.num_rows() as u64);
+        let key = frame.key.clone();
+        let policy = self.policy;
+        let (flusher, frames) = self
+            .branches
+            .entry(key.clone())
+            .or_insert_with(|| (RouteFlusher::new(policy), Vec::new()));
+        let actions = flusher.append(chunk, now);
+        if actions.before.is_flush() {
+            out.append(frames);
+        }
+        frames.push((relay, frame));
+        if actions.after.is_flush() {
+            out.append(frames);
+        }
+        if frames.is_empty() {
+            self.branches.remove(&key);
+        }
+    }
+
+    /// Hands over every branch whose interval ended.
+    pub fn tick(&mut self, now: Now, out: &mut Vec<(RelayId, Frame)>) {
+        self.branches.retain(|_, (flusher, frames)| {
+            if flusher.tick(now).is_flush() {
+                out.append(frames);
+            }
+            !frames.is_empty()
+        });
+    }
+
+    /// Hands over everything (or one branch's), as stop, shutdown and eviction need.
+    pub fn force(&mut self, only: Option<&BranchKey>, out: &mut Vec<(RelayId, Frame)>) {
+        self.branches.retain(|key, (flusher, frames)| {
+            if only.is_some_and(|k| k != key) {
+                return true;
+            }
+            flusher.force_flush();
+            out.append(frames);
+            false
+        });
+    }
+
+    /// The earliest logical deadline, ns.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.branches
+            .values()
+            .filter_map(|(flusher, _)| match flusher.next_deadline() {
+                Some(Deadline::Logical(at)) => Some(at),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Frames held.
+    pub fn held_frames(&self) -> usize {
+        self.branches.values().map(|(_, frames)| frames.len()).sum()
+    }
+}
