@@ -38,6 +38,8 @@ pub struct Failed<'a> {
     pub rows: &'a [(u32, String)],
     /// The branch the node ran in.
     pub incoming: &'a BranchKey,
+    /// `relay_state.*` columns (constant per frame), at least as many rows as `rows`.
+    pub state: &'a [ArrayRef],
     pub now_ns: i64,
 }
 
@@ -52,6 +54,7 @@ pub fn build(
         partial,
         rows: failed,
         incoming,
+        state,
         now_ns,
     } = *failed_rows;
     let indices = UInt32Array::from_iter_values(failed.iter().map(|(row, _)| *row));
@@ -92,7 +95,14 @@ pub fn build(
     let mut failures = Failures::new();
     for (out, program) in &error.sets {
         let evaluated = {
-            let sources: [&[ArrayRef]; 4] = [&input_rows, &partial_rows, &error_columns, &record];
+            let state_rows: Vec<ArrayRef> = state.iter().map(|c| c.slice(0, n)).collect();
+            let sources: [&[ArrayRef]; 5] = [
+                &input_rows,
+                &partial_rows,
+                &error_columns,
+                &record,
+                &state_rows,
+            ];
             program.eval(&EvalContext {
                 sources: &sources,
                 num_rows: n,

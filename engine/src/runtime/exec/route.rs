@@ -100,6 +100,7 @@ fn and_masks(a: &BooleanArray, b: &BooleanArray) -> BooleanArray {
 pub(crate) fn construct(
     route: &RoutePlan,
     input: &[ArrayRef],
+    state: &[ArrayRef],
     num_rows: usize,
     now_ns: i64,
     failures: &mut Failures,
@@ -111,7 +112,7 @@ pub(crate) fn construct(
     }
     for (out, program) in &route.sets {
         let evaluated = {
-            let sources: [&[ArrayRef]; 2] = [input, &output];
+            let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
             program.eval(&EvalContext {
                 sources: &sources,
                 num_rows,
@@ -148,20 +149,22 @@ pub(crate) fn construct(
 }
 
 /// Runs one route over an input batch (already past the node's filters).
+#[allow(clippy::too_many_arguments)]
 pub fn run_route(
     plan: &DomainPlan,
     route: &RoutePlan,
     input: &[ArrayRef],
+    state: &[ArrayRef],
     num_rows: usize,
     incoming: &BranchKey,
     now_ns: i64,
     encoders: &mut HashMap<usize, BranchKeyEncoder>,
 ) -> RouteOutput {
     let mut failures = Failures::new();
-    let output = construct(route, input, num_rows, now_ns, &mut failures);
+    let output = construct(route, input, state, num_rows, now_ns, &mut failures);
     let mut keep = None;
     if let Some(program) = &route.filter {
-        let sources: [&[ArrayRef]; 2] = [input, &output];
+        let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
         let (mask, errors) = eval_predicate(
             program,
             &EvalContext {
@@ -181,7 +184,7 @@ pub fn run_route(
             for (field, program) in declaration.key_fields.iter().zip(keys) {
                 match program {
                     Some(program) => {
-                        let sources: [&[ArrayRef]; 2] = [input, &output];
+                        let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
                         let evaluated = program.eval(&EvalContext {
                             sources: &sources,
                             num_rows,

@@ -35,7 +35,7 @@ use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
 use nervix_shards::flush::FlushPolicy;
 
-pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan};
+pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
 
 /// Index of a relay in [`DomainPlan::relays`].
 pub type RelayId = usize;
@@ -70,6 +70,26 @@ pub struct RelayPlan {
     pub sensitive: Vec<bool>,
     pub branch: Option<BranchId>,
     pub capacity_frames: usize,
+    /// `WITH MATERIALIZED STATE LAST BY TIMESTAMP`: the relay keeps each branch's last row.
+    pub materialized: bool,
+}
+
+/// What a node does when a materialized dependency has no state for its branch yet.
+#[derive(Debug, Clone)]
+pub enum StatePolicyPlan {
+    /// A typed constant record (one row, one column per relay field).
+    Default(Vec<arrow_array::ArrayRef>),
+    /// The input is resolved without effect (acknowledged).
+    Skip,
+    /// The input waits, holding its acknowledgement and backpressuring, until state arrives.
+    Wait,
+}
+
+/// One `USING MATERIALIZED STATE <relay> <policy>`.
+#[derive(Debug, Clone)]
+pub struct StatePlan {
+    pub relay: RelayId,
+    pub policy: StatePolicyPlan,
 }
 
 /// A branch declaration: its key fields and lifecycle bounds.
@@ -119,6 +139,8 @@ pub struct ProcessorPlan {
     pub inputs: Vec<InputPlan>,
     /// `COLLECT FOR`: how input frames are gathered per branch before the node sees them.
     pub collect: Option<FlushPolicy>,
+    /// `USING MATERIALIZED STATE …`, in written order.
+    pub state: Vec<StatePlan>,
     pub filter: Option<Program>,
     pub routes: Vec<RoutePlan>,
     pub detached: bool,
@@ -138,6 +160,8 @@ pub struct EmitterPlan {
     pub name: String,
     /// `COLLECT FOR`, as for processors.
     pub collect: Option<FlushPolicy>,
+    /// `USING MATERIALIZED STATE …`, as for processors.
+    pub state: Vec<StatePlan>,
     /// The sink's fields (a CLIENT CONSUMER's TO SCHEMA; a file's input relay schema).
     pub fields: Vec<Field>,
     pub inputs: Vec<InputPlan>,
@@ -333,6 +357,7 @@ impl<'d> Builder<'d> {
                     sensitive: fields.iter().map(|f| f.ty.sensitive).collect(),
                     branch,
                     capacity_frames: capacity,
+                    materialized: relay.materialized,
                 });
             }
         }
@@ -398,7 +423,14 @@ impl<'d> Builder<'d> {
         };
         let mut routes = Vec::with_capacity(create.routes.len());
         for written in &create.routes {
-            routes.push(route::compile(self, &typed, &fields, written, None)?);
+            routes.push(route::compile(
+                self,
+                &typed,
+                &fields,
+                written,
+                None,
+                &StateLayout::default(),
+            )?);
         }
         let contract_id = contract_identity(&entity.definition);
         self.plan.ingestors.push(IngestorPlan {
@@ -444,6 +476,68 @@ impl<'d> Builder<'d> {
         Ok((inputs, input_fields))
     }
 
+    /// `USING MATERIALIZED STATE …`: each relay with its policy (DEFAULT records evaluated
+    /// once, here), and the layout expressions read `relay_state.*` through.
+    fn state_dependencies(
+        &self,
+        typed: &TypedIndex<'_>,
+        written: &[nervix_nspl::ast::StateDependency],
+        owner: &str,
+    ) -> Result<(Vec<StatePlan>, StateLayout), PlanError> {
+        let mut plans = Vec::with_capacity(written.len());
+        let mut layout = StateLayout::default();
+        for dependency in written {
+            let relay = self.relay_id(&dependency.relay.name, owner)?;
+            let schema_name = match self
+                .entity(ObjectKind::Relay, &dependency.relay.name)
+                .map(|e| &e.definition)
+            {
+                Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
+                _ => String::new(),
+            };
+            let fields = self.schema_fields(&schema_name, owner)?;
+            let policy = match &dependency.policy {
+                nervix_nspl::ast::StatePolicy::RequiredSkip => StatePolicyPlan::Skip,
+                nervix_nspl::ast::StatePolicy::RequiredWait => StatePolicyPlan::Wait,
+                nervix_nspl::ast::StatePolicy::Default(assignments) => {
+                    let schema = arrow_schema(&fields);
+                    let mut record: Vec<arrow_array::ArrayRef> = schema
+                        .fields()
+                        .iter()
+                        .map(|f| arrow_array::new_null_array(f.data_type(), 1))
+                        .collect();
+                    for assignment in assignments {
+                        let Some(column) =
+                            fields.iter().position(|f| f.name == assignment.target.name)
+                        else {
+                            continue;
+                        };
+                        let program = typed.compile(&assignment.value, &|_: &[String]| None)?;
+                        let evaluated = program.eval(&crate::vm::EvalContext {
+                            sources: &[],
+                            num_rows: 1,
+                            now_ns: 0,
+                        });
+                        if let Some((_, message)) = evaluated.errors.iter().next() {
+                            return Err(PlanError::Compile {
+                                entity: owner.to_string(),
+                                message: format!(
+                                    "the DEFAULT of '{}' fails: {message}",
+                                    assignment.target.name
+                                ),
+                            });
+                        }
+                        record[column] = evaluated.values;
+                    }
+                    StatePolicyPlan::Default(record)
+                }
+            };
+            plans.push(StatePlan { relay, policy });
+            layout.deps.push((dependency.relay.name.clone(), fields));
+        }
+        Ok((plans, layout))
+    }
+
     fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
         let owner = entity.key.to_string();
         let feed = match &create.def {
@@ -455,13 +549,8 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        if !create.state.is_empty() {
-            return Err(PlanError::Unsupported {
-                entity: owner,
-                what: "USING MATERIALIZED STATE".to_string(),
-            });
-        }
         let typed = TypedIndex::new(entity);
+        let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &feed.inputs, &owner)?;
         let filter = match &feed.filter {
             Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
@@ -470,13 +559,16 @@ impl<'d> Builder<'d> {
         let incoming = create.branching.as_ref();
         let mut routes = Vec::with_capacity(create.routes.len());
         for written in &create.routes {
-            routes.push(route::compile(self, &typed, &fields, written, incoming)?);
+            routes.push(route::compile(
+                self, &typed, &fields, written, incoming, &layout,
+            )?);
         }
         self.plan.processors.push(ProcessorPlan {
             name: create.name.name.clone(),
             kind: create.def.kind(),
             inputs,
             collect: feed.collect.as_ref().map(collect_policy),
+            state,
             filter,
             routes,
             detached: create.attachment == Some(Attachment::Detached),
@@ -558,12 +650,6 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        if !create.state.is_empty() {
-            return Err(PlanError::Unsupported {
-                entity: owner,
-                what: "USING MATERIALIZED STATE".to_string(),
-            });
-        }
         if !create.construction.headers.is_empty() {
             return Err(PlanError::Unsupported {
                 entity: owner,
@@ -571,8 +657,9 @@ impl<'d> Builder<'d> {
             });
         }
         let typed = TypedIndex::new(entity);
+        let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &create.inputs, &owner)?;
-        let route = route::compile_emitter(self, &typed, &fields, &sink_fields, create)?;
+        let route = route::compile_emitter(self, &typed, &fields, &sink_fields, create, &layout)?;
         let (ack_timeout_ns, max_in_flight) = match create.sink.mode {
             EmitterMode::NoAck => (None, 1),
             EmitterMode::AckSequential { ack_timeout } => (Some(ack_timeout.nanos), 1),
@@ -584,6 +671,7 @@ impl<'d> Builder<'d> {
         self.plan.emitters.push(EmitterPlan {
             name: create.name.name.clone(),
             collect: create.collect.as_ref().map(collect_policy),
+            state,
             fields: sink_fields.clone(),
             inputs,
             route,

@@ -14,6 +14,7 @@
 //! | 1 | output being built | failing route's partial output |
 //! | 2 | — | `error.reference, code, operation, message` |
 //! | 3 | — | the error record being built |
+//! | 4 | `relay_state.*` of every materialized dependency | same |
 
 use std::collections::HashSet;
 
@@ -32,6 +33,31 @@ pub const SOURCE_INPUT: usize = 0;
 pub const SOURCE_OUTPUT: usize = 1;
 pub const SOURCE_ERROR: usize = 2;
 pub const SOURCE_RECORD: usize = 3;
+/// `relay_state.<relay>.<field>`: every dependency's columns, one after another.
+pub const SOURCE_STATE: usize = 4;
+
+/// The materialized dependencies a node's expressions may read, in declaration order, with
+/// their relay's fields; dependency `i`'s columns start at the sum of the widths before it.
+#[derive(Debug, Clone, Default)]
+pub struct StateLayout {
+    pub deps: Vec<(String, Vec<Field>)>,
+}
+
+impl StateLayout {
+    fn slot(&self, relay: &str, field: &str) -> Option<ColumnSlot> {
+        let mut offset = 0;
+        for (name, fields) in &self.deps {
+            if name == relay {
+                return position(fields, field).map(|column| ColumnSlot {
+                    source: SOURCE_STATE,
+                    column: offset + column,
+                });
+            }
+            offset += fields.len();
+        }
+        None
+    }
+}
 
 /// The outgoing branch of a route's rows.
 pub enum BranchOut {
@@ -103,8 +129,14 @@ fn construction_resolver<'a>(
     output: &'a [Field],
     initialized: &'a HashSet<String>,
     finalized: bool,
+    state: &'a StateLayout,
 ) -> impl Fn(&[String]) -> Option<ColumnSlot> + 'a {
     move |path: &[String]| {
+        if let [scope, relay, field] = path {
+            if scope == "relay_state" {
+                return state.slot(relay, field);
+            }
+        }
         let from_output = |name: &str| {
             position(output, name).map(|column| ColumnSlot {
                 source: SOURCE_OUTPUT,
@@ -138,8 +170,10 @@ fn error_resolver<'a>(
     input: &'a [Field],
     partial: &'a [Field],
     record: &'a [Field],
+    state: &'a StateLayout,
 ) -> impl Fn(&[String]) -> Option<ColumnSlot> + 'a {
     move |path: &[String]| match path {
+        [scope, relay, field] if scope == "relay_state" => state.slot(relay, field),
         [scope, name] if scope == "input" => position(input, name).map(|column| ColumnSlot {
             source: SOURCE_INPUT,
             column,
@@ -197,11 +231,12 @@ fn compile_sets(
     output: &[Field],
     initialized: &mut HashSet<String>,
     set: &[Assignment],
+    state: &StateLayout,
 ) -> Result<Vec<(usize, Program)>, PlanError> {
     let mut sets = Vec::with_capacity(set.len());
     for assignment in set {
         let program = {
-            let resolve = construction_resolver(input, output, initialized, false);
+            let resolve = construction_resolver(input, output, initialized, false, state);
             typed.compile(&assignment.value, &resolve)?
         };
         let column =
@@ -235,6 +270,7 @@ fn error_plan(
     input: &[Field],
     partial: &[Field],
     policy: &MessageErrorPolicy,
+    state: &StateLayout,
 ) -> Result<ErrorPlan, PlanError> {
     Ok(match policy {
         MessageErrorPolicy::Ignore => ErrorPlan::Ignore,
@@ -244,7 +280,7 @@ fn error_plan(
             let relay_id = builder.relay_id(&relay.name, &owner)?;
             let schema = builder.plan.relays[relay_id].schema.clone();
             let record: Vec<Field> = relay_fields_of(builder, relay_id, &owner)?;
-            let resolve = error_resolver(input, partial, &record);
+            let resolve = error_resolver(input, partial, &record, state);
             let mut sets = Vec::with_capacity(set.len());
             for assignment in set {
                 let column = position(&record, &assignment.target.name).ok_or_else(|| {
@@ -300,6 +336,7 @@ pub(crate) fn compile(
     input: &[Field],
     route: &Route,
     incoming: Option<&Branching>,
+    state: &StateLayout,
 ) -> Result<RoutePlan, PlanError> {
     let owner = typed.entity().to_string();
     let target = builder.relay_id(&route.target.name, &owner)?;
@@ -309,10 +346,10 @@ pub(crate) fn compile(
         .iter()
         .map(|(out, _)| output[*out].name.clone())
         .collect();
-    let sets = compile_sets(typed, input, &output, &mut initialized, &route.set)?;
+    let sets = compile_sets(typed, input, &output, &mut initialized, &route.set, state)?;
     let filter = match &route.filter {
         Some(expr) => {
-            let resolve = construction_resolver(input, &output, &initialized, true);
+            let resolve = construction_resolver(input, &output, &initialized, true, state);
             Some(typed.compile(expr, &resolve)?)
         }
         None => None,
@@ -328,7 +365,8 @@ pub(crate) fn compile(
                     set.iter()
                         .find(|a| a.target.name == *key.name())
                         .map(|a| {
-                            let resolve = construction_resolver(input, &output, &initialized, true);
+                            let resolve =
+                                construction_resolver(input, &output, &initialized, true, state);
                             typed.compile(&a.value, &resolve)
                         })
                         .transpose()
@@ -344,7 +382,7 @@ pub(crate) fn compile(
             None => BranchOut::Unbranched,
         },
     };
-    let on_error = error_plan(builder, typed, input, &output, &route.on_error)?;
+    let on_error = error_plan(builder, typed, input, &output, &route.on_error, state)?;
     Ok(RoutePlan {
         label: format!("{owner} route to '{}'", route.target.name),
         target,
@@ -365,6 +403,7 @@ pub(crate) fn compile_emitter(
     input: &[Field],
     sink: &[Field],
     create: &nervix_nspl::ast::emitter::CreateEmitter,
+    state: &StateLayout,
 ) -> Result<RoutePlan, PlanError> {
     let construction = &create.construction;
     let inherit = if construction.inherit.is_none() && construction.set.is_empty() {
@@ -379,15 +418,22 @@ pub(crate) fn compile_emitter(
         .iter()
         .map(|(out, _)| sink[*out].name.clone())
         .collect();
-    let sets = compile_sets(typed, input, sink, &mut initialized, &construction.set)?;
+    let sets = compile_sets(
+        typed,
+        input,
+        sink,
+        &mut initialized,
+        &construction.set,
+        state,
+    )?;
     let filter = match &construction.filter {
         Some(expr) => {
-            let resolve = construction_resolver(input, sink, &initialized, true);
+            let resolve = construction_resolver(input, sink, &initialized, true, state);
             Some(typed.compile(expr, &resolve)?)
         }
         None => None,
     };
-    let on_error = error_plan(builder, typed, input, sink, &create.on_message_error)?;
+    let on_error = error_plan(builder, typed, input, sink, &create.on_message_error, state)?;
     // An emitter consumes per concrete branch: a frame it writes holds one branch.
     let incoming = create
         .inputs

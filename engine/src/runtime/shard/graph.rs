@@ -36,7 +36,7 @@ use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
-use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan};
+use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan, StatePlan, StatePolicyPlan};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.
 pub const EMITTER_QUEUE_FRAMES: usize = 4;
@@ -105,6 +105,8 @@ struct Node {
     routes: Vec<RouteBuffers>,
     /// `COLLECT FOR`: input frames gathered per branch before the node processes them.
     collect: Option<Collector>,
+    /// Inputs waiting for materialized state (REQUIRED WAIT), in arrival order.
+    waiting: VecDeque<(RelayId, Frame)>,
     /// Frames refused by a full relay, in order; the node takes no input while any wait.
     blocked: VecDeque<(RelayId, Frame)>,
     counters: NodeCounters,
@@ -115,6 +117,7 @@ impl Node {
     fn new(routes: &[RoutePlan], collect: Option<FlushPolicy>) -> Node {
         Node {
             collect: collect.map(Collector::new),
+            waiting: VecDeque::new(),
             routes: routes
                 .iter()
                 .map(|r| RouteBuffers::new(r.flush, r.schema.clone()))
@@ -153,6 +156,33 @@ pub struct Graph {
     evicted: Vec<(Box<[u8]>, ())>,
     /// Frames other shards sent that wait for room in their relay.
     inbound: VecDeque<(RelayId, Frame)>,
+    /// Materialized relays' last row per branch (one-row columns), by relay.
+    states: Vec<HashMap<BranchKey, Vec<ArrayRef>>>,
+    /// The state the node at work bound for its current batch (one-row columns, every
+    /// dependency's after the other), and the same broadcast to the batch's rows.
+    bound_state: Vec<ArrayRef>,
+    broadcast_state: Vec<ArrayRef>,
+    /// Set when a materialized relay took new state, so waiting nodes try again.
+    state_arrived: bool,
+}
+
+/// How a node's materialized dependencies resolved for one batch.
+enum Resolution {
+    Bound(Vec<ArrayRef>),
+    Skip,
+    Wait,
+}
+
+/// One-row columns repeated to `rows` rows (state is constant across a batch).
+fn broadcast(columns: &[ArrayRef], rows: usize) -> Vec<ArrayRef> {
+    if columns.is_empty() {
+        return Vec::new();
+    }
+    let zeros = UInt32Array::from(vec![0u32; rows]);
+    columns
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &zeros, None).unwrap_or_else(|_| c.clone()))
+        .collect()
 }
 
 /// The relay-buffer producer id of frames that arrived from other shards.
@@ -229,6 +259,10 @@ impl Graph {
             branch_tables,
             evicted: Vec::new(),
             inbound: VecDeque::new(),
+            states: plan.relays.iter().map(|_| HashMap::new()).collect(),
+            bound_state: Vec::new(),
+            broadcast_state: Vec::new(),
+            state_arrived: false,
             plan,
         }
     }
@@ -283,10 +317,13 @@ impl Graph {
 
     fn ready(&self, consumer: NodeRef) -> bool {
         match consumer {
-            NodeRef::Processor(i) => self.processors[i].blocked.is_empty(),
+            NodeRef::Processor(i) => {
+                self.processors[i].blocked.is_empty() && self.processors[i].waiting.is_empty()
+            }
             NodeRef::Emitter(i) => {
                 self.emitter_queues[i].ready.len() < EMITTER_QUEUE_FRAMES
                     && self.emitters[i].blocked.is_empty()
+                    && self.emitters[i].waiting.is_empty()
             }
             NodeRef::Ingestor(_) => true,
         }
@@ -376,12 +413,16 @@ impl Graph {
             }
         }
         let mut out_frames: Vec<(RelayId, Frame)> = Vec::new();
+        // Materialized state bound for this batch, as columns of the batch's length.
+        self.broadcast_state = broadcast(&self.bound_state, rows);
+        let state = self.broadcast_state.clone();
         if rows > 0 {
             for (route_index, route) in routes.iter().enumerate() {
                 let output = run_route(
                     &plan,
                     route,
                     &columns,
+                    &state,
                     rows,
                     &frame.key,
                     at.snapshot_ns,
@@ -506,6 +547,7 @@ impl Graph {
                         partial: &output.partial,
                         rows: &output.failed,
                         incoming: &frame.key,
+                        state: &self.broadcast_state.clone(),
                         now_ns: at.snapshot_ns,
                     },
                 );
@@ -649,6 +691,7 @@ impl Graph {
         let rows = frame.num_rows() as u64;
         if consumers == 0 {
             // Nobody reads this relay: its rows are resolved on arrival.
+            self.materialize(relay, &frame);
             self.feed_taps(relay, &frame, at);
             self.relays[relay].published_rows += rows;
             for run in &frame.acks {
@@ -658,6 +701,7 @@ impl Graph {
         }
         let acks = frame.acks.clone();
         let tapped = (!self.relays[relay].taps.is_empty()).then(|| frame.clone());
+        let materialized = self.plan.relays[relay].materialized.then(|| frame.clone());
         match self.relays[relay].buffer.try_push(producer, frame) {
             Ok(()) => {
                 self.relays[relay].published_rows += rows;
@@ -668,6 +712,9 @@ impl Graph {
                 }
                 if let Some(frame) = tapped {
                     self.feed_taps(relay, &frame, at);
+                }
+                if let Some(frame) = materialized {
+                    self.materialize(relay, &frame);
                 }
                 Ok(())
             }
@@ -773,6 +820,7 @@ impl Graph {
         loop {
             let mut moved = false;
             moved |= self.retry_inbound(at, cx);
+            moved |= self.retry_waiting(at, cx);
             moved |= self.retry_blocked(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
@@ -873,6 +921,29 @@ impl Graph {
         cx: &mut Ctx<'_>,
     ) {
         let plan = self.plan.clone();
+        let dependencies = match consumer {
+            NodeRef::Processor(index) => &plan.processors[index].state[..],
+            NodeRef::Emitter(index) => &plan.emitters[index].state[..],
+            NodeRef::Ingestor(_) => &[][..],
+        };
+        match self.resolve_state(dependencies, &frame.key) {
+            Resolution::Bound(columns) => self.bound_state = columns,
+            Resolution::Skip => {
+                // REQUIRED SKIP: the input is suppressed successfully.
+                self.node_mut(consumer).counters.filtered_rows += frame.num_rows() as u64;
+                for run in &frame.acks {
+                    cx.transfer(run.root, run.rows as u64, 0);
+                }
+                return;
+            }
+            Resolution::Wait => {
+                // REQUIRED WAIT: held, acknowledgement open, the node takes nothing else.
+                self.node_mut(consumer)
+                    .waiting
+                    .push_back((relay, frame.clone()));
+                return;
+            }
+        }
         match consumer {
             NodeRef::Processor(index) => {
                 let processor = &plan.processors[index];
@@ -903,6 +974,82 @@ impl Graph {
                 );
             }
             NodeRef::Ingestor(_) => {}
+        }
+        self.bound_state.clear();
+    }
+
+    /// Resolves a node's materialized dependencies for one branch, in written order.
+    fn resolve_state(&self, dependencies: &[StatePlan], key: &BranchKey) -> Resolution {
+        let mut columns = Vec::new();
+        for dependency in dependencies {
+            match (self.states[dependency.relay].get(key), &dependency.policy) {
+                (Some(state), _) => columns.extend(state.iter().cloned()),
+                (None, StatePolicyPlan::Default(record)) => columns.extend(record.iter().cloned()),
+                (None, StatePolicyPlan::Skip) => return Resolution::Skip,
+                (None, StatePolicyPlan::Wait) => return Resolution::Wait,
+            }
+        }
+        Resolution::Bound(columns)
+    }
+
+    /// Keeps a materialized relay's last row for the frame's branch.
+    fn materialize(&mut self, relay: RelayId, frame: &Frame) {
+        let rows = frame.num_rows();
+        if !self.plan.relays[relay].materialized || rows == 0 {
+            return;
+        }
+        let last: Vec<ArrayRef> = frame
+            .batch
+            .columns()
+            .iter()
+            .map(|c| c.slice(rows - 1, 1))
+            .collect();
+        self.states[relay].insert(frame.key.clone(), last);
+        self.state_arrived = true;
+    }
+
+    /// After new state arrived: every waiting input tries again, in order.
+    fn retry_waiting(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
+        if !std::mem::take(&mut self.state_arrived) {
+            return false;
+        }
+        let nodes: Vec<NodeRef> = (0..self.processors.len())
+            .map(NodeRef::Processor)
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect();
+        let mut moved = false;
+        for node in nodes {
+            let waiting = std::mem::take(&mut self.node_mut(node).waiting);
+            let before = waiting.len();
+            for (relay, frame) in waiting {
+                self.work(node, relay, &frame, at, cx);
+            }
+            moved |= self.node(node).waiting.len() < before;
+        }
+        moved
+    }
+
+    /// A branch left: its materialized state and the work waiting for it go with it; waiting
+    /// rows are negatively acknowledged (they will never be processed).
+    fn drop_branch_state(&mut self, key: &BranchKey, cx: &mut Ctx<'_>) {
+        for states in &mut self.states {
+            states.remove(key);
+        }
+        let nodes: Vec<NodeRef> = (0..self.processors.len())
+            .map(NodeRef::Processor)
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect();
+        for node in nodes {
+            let waiting = std::mem::take(&mut self.node_mut(node).waiting);
+            for (relay, frame) in waiting {
+                if &frame.key == key {
+                    for run in &frame.acks {
+                        cx.nack(run.root);
+                    }
+                } else {
+                    self.node_mut(node).waiting.push_back((relay, frame));
+                }
+            }
         }
     }
 
@@ -936,8 +1083,10 @@ impl Graph {
             .collect();
         keys.extend(lru.into_iter().map(|(key, _)| BranchKey::Key(key)));
         for key in keys {
-            // An evicted branch leaves with its buffered work flushed, never lost.
+            // An evicted branch leaves with its buffered work flushed, never lost; its
+            // materialized state and the work waiting for it leave with it (spec).
             self.flush_all(Some(&key), at, cx);
+            self.drop_branch_state(&key, cx);
         }
         self.flush_due(at, cx);
         self.pump(at, cx);
@@ -1058,7 +1207,11 @@ impl Graph {
                 .iter()
                 .chain(&self.processors)
                 .chain(&self.emitters)
-                .map(|n| n.blocked.len() + n.collect.as_ref().map_or(0, Collector::held_frames))
+                .map(|n| {
+                    n.blocked.len()
+                        + n.waiting.len()
+                        + n.collect.as_ref().map_or(0, Collector::held_frames)
+                })
                 .sum::<usize>()
             + self
                 .emitter_queues
