@@ -215,21 +215,28 @@ pub async fn shard_main(
         ctx.shard, shards, kick, data_dir,
     )));
     start_mesh_readers(&state, &mut ctx);
+    // Shared so session and ticker tasks are spawned stall-watched in named task queues.
+    let ctx = Rc::new(ctx);
     if let Some((addr, bound)) = listen {
         match glommio::net::TcpListener::bind(addr) {
             Ok(listener) => {
                 let local = listener.local_addr().unwrap_or(addr);
                 let _ = bound.send(Ok(local));
                 let accept_state = state.clone();
+                let sessions = ctx.task_queue("sessions");
+                let spawner = ctx.clone();
                 glommio::spawn_local(async move {
                     loop {
                         match listener.accept().await {
                             Ok(stream) => {
                                 let state = accept_state.clone();
-                                glommio::spawn_local(super::session::serve_connection(
-                                    state, stream,
-                                ))
-                                .detach();
+                                let task = super::session::serve_connection(state, stream);
+                                match spawner.spawn_into(&sessions, task) {
+                                    Ok(task) => {
+                                        task.detach();
+                                    }
+                                    Err(error) => tracing::error!("session: {error}"),
+                                }
                             }
                             Err(error) => {
                                 tracing::warn!("session listener: {error}");
@@ -247,7 +254,8 @@ pub async fn shard_main(
         }
     }
     let ticker_state = state.clone();
-    let ticker = glommio::spawn_local(async move {
+    let ticks = ctx.task_queue("ticker");
+    let ticker = ctx.spawn_into(&ticks, async move {
         loop {
             let sleep_ns = {
                 let shard = ticker_state.borrow();
@@ -267,10 +275,10 @@ pub async fn shard_main(
             }
             ticker_state.borrow_mut().tick();
         }
-    })
-    .detach();
-    let stalls = ctx.stall_count();
-    let _ = stalls;
+    });
+    if let Err(error) = &ticker {
+        tracing::error!("shard {}: cannot start the ticker: {error}", ctx.shard);
+    }
     let (outbox_kick, outbox_kicked) = async_channel::bounded::<()>(1);
     state.borrow_mut().outbox_kick = outbox_kick;
     loop {
