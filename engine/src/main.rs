@@ -5,6 +5,10 @@
 
 mod cli;
 
+/// mimalloc is the global allocator (DESIGN §13): per-thread heaps suit thread-per-core shards.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

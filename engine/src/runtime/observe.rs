@@ -144,6 +144,12 @@ pub fn render(stats: &[ShardStats]) -> String {
         "counter",
         per_shard(&|s| s.stalls),
     );
+    counter(
+        "nervix_process_resident_bytes",
+        "Resident memory of the node process (from /proc/self/statm).",
+        "gauge",
+        vec![(String::new(), resident_bytes())],
+    );
     let mut relay_len = Vec::new();
     let mut branch_instances = Vec::new();
     let mut evictions = Vec::new();
@@ -227,3 +233,16 @@ pub fn render(stats: &[ShardStats]) -> String {
     );
     out
 }
+
+/// Resident set size of this process, in bytes (0 where /proc is unavailable).
+pub fn resident_bytes() -> u64 {
+    // statm: size resident shared text lib data dt, in pages.
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|text| text.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    pages * PAGE_BYTES
+}
+
+/// The page size statm counts in (4 KiB on every Linux target Nervix runs on).
+const PAGE_BYTES: u64 = 4096;

@@ -656,6 +656,13 @@ impl<'d> Builder<'d> {
                 what: "INVOKE write_header".to_string(),
             });
         }
+        if let Some(nervix_nspl::ast::emitter::Encoding::Codec(codec)) = &create.sink.encoding {
+            // Codecs run with the codec issue; writing plain NDJSON instead would ignore it.
+            return Err(PlanError::Unsupported {
+                entity: owner,
+                what: format!("ENCODE USING {}", codec.name),
+            });
+        }
         let typed = TypedIndex::new(entity);
         let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &create.inputs, &owner)?;
