@@ -7,9 +7,11 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{define, next_delivery, order_fields, orders, rows_of, runtime};
+use support::dataplane::{
+    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -54,24 +56,8 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
     define(&mut admin, GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "out_consumer".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 8,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut consumer = consumer(&session, "shop", "out_consumer", 8).await;
+        let mut producer = producer(&session, "shop", "orders_in", order_fields(), 8, 1 << 20).await;
         producer.submit(&orders(&[("a", "x", 1)])).await.unwrap();
         producer.submit(&orders(&[("a", "x", 2)])).await.unwrap();
         // The rows sit in a 200 ms FLUSH EACH buffer while the junction changes: a live

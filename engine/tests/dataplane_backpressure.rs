@@ -7,10 +7,11 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    define, http_get, metric, next_delivery, order_fields, orders, rows_of, runtime,
+    consumer, define, http_get, metric, next_delivery, order_fields, orders, producer, rows_of,
+    runtime,
 };
 use support::Node;
 
@@ -57,24 +58,8 @@ fn a_slow_consumer_backpressures_the_producer_and_nothing_is_dropped() {
     define(&mut node.admin(), GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "out_consumer".into(),
-                credit_batches: 1,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 64,
-                credit_bytes: 8 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut consumer = consumer(&session, "shop", "out_consumer", 1).await;
+        let mut producer = producer(&session, "shop", "orders_in", order_fields(), 64, 8 << 20).await;
         for i in 0..BATCHES {
             producer
                 .submit(&orders(&[("acme", "x", i)]))

@@ -6,10 +6,11 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    define, http_get, metric, next_delivery, order_fields, orders, rows_of, runtime,
+    consumer, define, http_get, metric, next_delivery, order_fields, orders, producer, rows_of,
+    runtime,
 };
 use support::Node;
 
@@ -58,24 +59,9 @@ fn lru_and_ttl_evictions_are_counted_and_lose_no_rows() {
     define(&mut node.admin(), GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "orders_out".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 8,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut consumer = consumer(&session, "shop", "orders_out", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 8, 1 << 20).await;
         // Three tenants into a table of two: the least recently used one is evicted, and its
         // buffered rows leave with it instead of being dropped.
         producer.submit(&orders(&[("a", "x", 1)])).await.unwrap();

@@ -8,9 +8,9 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::{ProducerOptions, Session};
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{define, order_fields, orders, rows_of, runtime};
+use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -59,24 +59,9 @@ fn producer_to_junction_to_consumer_delivers_exactly_the_matching_rows_per_branc
     define(&mut admin, GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "picked_out".into(),
-                credit_batches: 4,
-            })
-            .await
-            .expect("consumer opens");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 4,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer opens");
+        let mut consumer = consumer(&session, "shop", "picked_out", 4).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 4, 1 << 20).await;
         let sent = [
             vec![
                 ("acme", "banana", 3),

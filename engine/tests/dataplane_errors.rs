@@ -6,9 +6,11 @@ mod support;
 use std::time::Duration;
 
 use arrow_array::{Array, StringArray};
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{define, next_delivery, order_fields, orders, rows_of, runtime};
+use support::dataplane::{
+    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
+};
 use support::Node;
 
 fn graph(policy: &str) -> String {
@@ -66,32 +68,10 @@ fn a_failing_row_reaches_its_error_relay_while_its_batch_mates_pass() {
     );
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut priced = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "priced_out".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut failures = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "failures_out".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("failures consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 4,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut priced = consumer(&session, "shop", "priced_out", 8).await;
+        let mut failures = consumer(&session, "shop", "failures_out", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 4, 1 << 20).await;
         producer
             .submit(&orders(&[
                 ("acme", "a", 7),
@@ -139,24 +119,9 @@ fn under_log_a_failing_row_rejects_its_batch_and_the_others_still_flow() {
     define(&mut node.admin(), &graph("ON MESSAGE ERROR LOG"));
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut priced = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "priced_out".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 4,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut priced = consumer(&session, "shop", "priced_out", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 4, 1 << 20).await;
         producer
             .submit(&orders(&[("acme", "a", 7), ("acme", "b", 5)]))
             .await

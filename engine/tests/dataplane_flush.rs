@@ -6,9 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use support::dataplane::{
-    define, next_delivery, order_fields, orders, quiet_for, rows_of, runtime,
+    consumer, define, next_delivery, order_fields, orders, producer, quiet_for, rows_of, runtime,
 };
 use support::Node;
 
@@ -65,24 +65,8 @@ async fn attach(
     Session,
 ) {
     let session = Session::connect(node.session).await.expect("session");
-    let consumer = session
-        .open_consumer(ConsumerOptions {
-            domain: "shop".into(),
-            emitter: "out_consumer".into(),
-            credit_batches: 16,
-        })
-        .await
-        .expect("consumer");
-    let producer = session
-        .open_producer(ProducerOptions {
-            domain: "shop".into(),
-            ingestor: "orders_in".into(),
-            expected_fields: order_fields(),
-            credit_batches: 16,
-            credit_bytes: 1 << 20,
-        })
-        .await
-        .expect("producer");
+    let consumer = consumer(&session, "shop", "out_consumer", 16).await;
+    let producer = producer(&session, "shop", "orders_in", order_fields(), 16, 1 << 20).await;
     (producer, consumer, session)
 }
 

@@ -7,9 +7,9 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{define, order_fields, orders, rows_of, runtime};
+use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -70,24 +70,9 @@ fn kill_9_mid_stream_then_resend_delivers_every_row_at_least_once() {
     let mut unfinished: BTreeSet<i64> = (0..BATCHES).collect();
     rt.block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "out_consumer".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 32,
-                credit_bytes: 4 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut consumer = consumer(&session, "shop", "out_consumer", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 32, 4 << 20).await;
         let mut seq_to_batch = BTreeMap::new();
         for index in 0..BATCHES {
             let seq = producer.submit(&batch(index)).await.expect("submit");
@@ -123,24 +108,9 @@ fn kill_9_mid_stream_then_resend_delivers_every_row_at_least_once() {
         let session = Session::connect(node.session)
             .await
             .expect("session after restart");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "out_consumer".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("the domain runs again after restart");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 32,
-                credit_bytes: 4 << 20,
-            })
-            .await
-            .expect("producer after restart");
+        let mut consumer = consumer(&session, "shop", "out_consumer", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 32, 4 << 20).await;
         let resend: Vec<i64> = unfinished.iter().copied().collect();
         for index in &resend {
             producer.submit(&batch(*index)).await.expect("resend");

@@ -6,10 +6,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use nervix_net::client::{ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    define, http_get, metric, next_delivery, order_fields, orders, rows_of, runtime,
+    consumer, define, http_get, metric, next_delivery, order_fields, orders, producer, rows_of,
+    runtime,
 };
 use support::{free_addr, Node};
 
@@ -68,24 +69,9 @@ fn two_shards_deliver_every_matching_row_once_and_place_branches_on_both() {
     define(&mut node.admin(), GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut consumer = session
-            .open_consumer(ConsumerOptions {
-                domain: "shop".into(),
-                emitter: "picked_out".into(),
-                credit_batches: 8,
-            })
-            .await
-            .expect("consumer");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 16,
-                credit_bytes: 8 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut consumer = consumer(&session, "shop", "picked_out", 8).await;
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 16, 8 << 20).await;
         let names: Vec<String> = (0..TENANTS).map(|t| format!("tenant-{t}")).collect();
         let mut expected: BTreeMap<i64, String> = BTreeMap::new();
         let submit = async {

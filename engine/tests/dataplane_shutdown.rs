@@ -5,8 +5,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use nervix_net::client::{ProducerOptions, Session};
-use support::dataplane::{define, order_fields, orders, runtime};
+use nervix_net::client::Session;
+use support::dataplane::{define, order_fields, orders, producer, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -43,16 +43,8 @@ fn sigterm_flushes_buffered_rows_to_their_sink_and_exits_cleanly() {
     define(&mut node.admin(), GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 8,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut producer =
+            producer(&session, "shop", "orders_in", order_fields(), 8, 1 << 20).await;
         producer
             .submit(&orders(&[("a", "x", 1), ("b", "y", 2)]))
             .await

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use nervix_net::client::{ProducerOptions, Session};
+use nervix_net::client::Session;
 use nervix_net::session::frame::{ExpectedField, Outcome};
-use support::dataplane::{define, runtime};
+use support::dataplane::{define, producer, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -88,16 +88,8 @@ fn file_append_writes_ndjson_and_completes_after_fsync_and_subscriptions_mask_se
     assert!(created[0].contains("watch"), "{created:?}");
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let mut producer = session
-            .open_producer(ProducerOptions {
-                domain: "pay".into(),
-                ingestor: "payments_in".into(),
-                expected_fields: payment_fields(),
-                credit_batches: 4,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .expect("producer");
+        let mut producer =
+            producer(&session, "pay", "payments_in", payment_fields(), 4, 1 << 20).await;
         producer
             .submit(&payments(&[
                 ("acme", "4111-1111", 5),

@@ -7,9 +7,11 @@ mod support;
 use std::time::Duration;
 
 use arrow_array::{Array, RecordBatch, StringArray};
-use nervix_net::client::{Consumer, ConsumerOptions, ProducerOptions, Session};
+use nervix_net::client::{Consumer, ProducerOptions, Session};
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{define, fields, next_delivery, order_fields, orders, quiet_for, runtime};
+use support::dataplane::{
+    consumer, define, fields, next_delivery, order_fields, orders, producer, quiet_for, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -133,24 +135,11 @@ fn required_wait_default_and_skip_resolve_materialized_state_per_branch() {
     define(&mut node.admin(), GRAPH);
     runtime().block_on(async {
         let session = Session::connect(node.session).await.expect("session");
-        let open = |emitter: &str| ConsumerOptions {
-            domain: "shop".into(),
-            emitter: emitter.into(),
-            credit_batches: 8,
-        };
-        let mut waited = session.open_consumer(open("waited_out")).await.unwrap();
-        let mut defaulted = session.open_consumer(open("defaulted_out")).await.unwrap();
-        let mut skipped = session.open_consumer(open("skipped_out")).await.unwrap();
-        let mut orders_in = session
-            .open_producer(ProducerOptions {
-                domain: "shop".into(),
-                ingestor: "orders_in".into(),
-                expected_fields: order_fields(),
-                credit_batches: 8,
-                credit_bytes: 1 << 20,
-            })
-            .await
-            .unwrap();
+        let mut waited = consumer(&session, "shop", "waited_out", 8).await;
+        let mut defaulted = consumer(&session, "shop", "defaulted_out", 8).await;
+        let mut skipped = consumer(&session, "shop", "skipped_out", 8).await;
+        let mut orders_in =
+            producer(&session, "shop", "orders_in", order_fields(), 8, 1 << 20).await;
         let mut profiles_in = session
             .open_producer(ProducerOptions {
                 domain: "shop".into(),

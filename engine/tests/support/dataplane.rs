@@ -122,3 +122,41 @@ pub fn metric(text: &str, name_and_labels: &str) -> Option<u64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// Opens a consumer on `emitter` that must succeed.
+pub async fn consumer(
+    session: &nervix_net::client::Session,
+    domain: &str,
+    emitter: &str,
+    credit_batches: u32,
+) -> Consumer {
+    session
+        .open_consumer(nervix_net::client::ConsumerOptions {
+            domain: domain.into(),
+            emitter: emitter.into(),
+            credit_batches,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("consumer on {domain}.{emitter}: {e}"))
+}
+
+/// Opens a producer on `ingestor` that must succeed.
+pub async fn producer(
+    session: &nervix_net::client::Session,
+    domain: &str,
+    ingestor: &str,
+    expected_fields: Vec<ExpectedField>,
+    credit_batches: u32,
+    credit_bytes: u64,
+) -> nervix_net::client::Producer {
+    session
+        .open_producer(nervix_net::client::ProducerOptions {
+            domain: domain.into(),
+            ingestor: ingestor.into(),
+            expected_fields,
+            credit_batches,
+            credit_bytes,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("producer on {domain}.{ingestor}: {e}"))
+}

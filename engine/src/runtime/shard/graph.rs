@@ -1094,78 +1094,50 @@ impl Graph {
 
     fn flush_due(&mut self, at: Instant, cx: &mut Ctx<'_>) {
         self.release_collected(None, at, cx);
-        let plan = self.plan.clone();
-        let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
-        for (index, node) in self.ingestors.iter_mut().enumerate() {
-            for (route, buffers) in node.routes.iter_mut().enumerate() {
-                let mut frames = Vec::new();
-                buffers.tick(at.now, &mut frames);
-                let target = plan.ingestors[index].routes[route].target;
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|f| (NodeRef::Ingestor(index), target, f)),
-                );
-            }
-        }
-        for (index, node) in self.processors.iter_mut().enumerate() {
-            for (route, buffers) in node.routes.iter_mut().enumerate() {
-                let mut frames = Vec::new();
-                buffers.tick(at.now, &mut frames);
-                let target = plan.processors[index].routes[route].target;
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|f| (NodeRef::Processor(index), target, f)),
-                );
-            }
-        }
-        for (index, node) in self.emitters.iter_mut().enumerate() {
-            let mut frames = Vec::new();
-            node.routes[0].tick(at.now, &mut frames);
-            self.emitter_queues[index].ready.extend(frames);
-        }
-        for (node, relay, frame) in out {
-            self.publish(node, relay, frame, at, cx);
-        }
+        self.flush_routes(None, at, cx);
     }
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
     pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
         self.release_collected(Some(key), at, cx);
+        self.flush_routes(Some(key), at, cx);
+    }
+
+    /// Route buffers' flushes: those due (`force` None) or forced (for one branch or all).
+    /// Processor and ingestor frames go to their target relays, emitter frames to their sinks.
+    fn flush_routes(&mut self, force: Option<Option<&BranchKey>>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
+        let nodes: Vec<NodeRef> = (0..self.ingestors.len())
+            .map(NodeRef::Ingestor)
+            .chain((0..self.processors.len()).map(NodeRef::Processor))
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect();
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
-        for (index, node) in self.ingestors.iter_mut().enumerate() {
-            for (route, buffers) in node.routes.iter_mut().enumerate() {
+        for node in nodes {
+            let routes = match node {
+                NodeRef::Ingestor(i) => &plan.ingestors[i].routes[..],
+                NodeRef::Processor(i) => &plan.processors[i].routes[..],
+                NodeRef::Emitter(i) => std::slice::from_ref(&plan.emitters[i].route),
+            };
+            for (route, buffers) in self.node_mut(node).routes.iter_mut().enumerate() {
                 let mut frames = Vec::new();
-                buffers.force_flush(key, &mut frames);
-                let target = plan.ingestors[index].routes[route].target;
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|f| (NodeRef::Ingestor(index), target, f)),
-                );
+                match force {
+                    Some(only) => buffers.force_flush(only, &mut frames),
+                    None => buffers.tick(at.now, &mut frames),
+                }
+                match node {
+                    NodeRef::Emitter(_) => {
+                        out.extend(frames.into_iter().map(|f| (node, usize::MAX, f)))
+                    }
+                    _ => out.extend(frames.into_iter().map(|f| (node, routes[route].target, f))),
+                }
             }
-        }
-        for (index, node) in self.processors.iter_mut().enumerate() {
-            for (route, buffers) in node.routes.iter_mut().enumerate() {
-                let mut frames = Vec::new();
-                buffers.force_flush(key, &mut frames);
-                let target = plan.processors[index].routes[route].target;
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|f| (NodeRef::Processor(index), target, f)),
-                );
-            }
-        }
-        for (index, node) in self.emitters.iter_mut().enumerate() {
-            let mut frames = Vec::new();
-            node.routes[0].force_flush(key, &mut frames);
-            self.emitter_queues[index].ready.extend(frames);
         }
         for (node, relay, frame) in out {
-            self.publish(node, relay, frame, at, cx);
+            match node {
+                NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
+                _ => self.publish(node, relay, frame, at, cx),
+            }
         }
     }
 

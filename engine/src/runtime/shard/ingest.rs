@@ -213,49 +213,10 @@ impl ShardState {
         );
     }
 
-    /// One submitted batch: credit, validation, then the ingestor's queue.
-    pub fn submit(&mut self, producer: u64, batch_seq: u64, ipc: &[u8]) {
-        let Some(state) = self.producers.get_mut(&producer) else {
-            return;
-        };
-        if let Err(error) = state.credit.on_submit(batch_seq, ipc.len() as u64) {
-            let action = error.action();
-            let outbound = state.outbound.clone();
-            if let Some(outcome) = action.answer {
-                send(
-                    &outbound,
-                    SessionFrame::BatchOutcome {
-                        producer_id: producer,
-                        batch_seq,
-                        outcome,
-                    },
-                );
-            }
-            if let Some(reason) = action.end_producer {
-                self.end_producer(producer, reason);
-            }
-            return;
-        }
-        let (domain, ingestor) = (state.domain.clone(), state.ingestor);
-        let max_bytes = (state.credit.granted_bytes() as usize).min(MAX_SESSION_FRAME_BYTES);
-        let Some(run) = self.runs.get(&domain) else {
-            return self.answer(producer, batch_seq, Outcome::ProducerEnded);
-        };
-        let schema = run.graph.plan.ingestors[ingestor].schema.clone();
-        let batch = match validate_batch(ipc, &schema, BatchLimits::new(max_bytes)) {
-            Ok(batch) => batch,
-            Err(defect) => return self.answer(producer, batch_seq, Outcome::invalid(&defect)),
-        };
-        self.enqueue(producer, batch_seq, batch, ipc.len() as u64);
-    }
-
-    /// One batch from an in-process producer: credit, then the schema must be the input
-    /// schema exactly (the batch is already decoded, so there is nothing else to validate).
-    pub fn submit_in_process(&mut self, producer: u64, batch_seq: u64, batch: RecordBatch) {
-        let Some(state) = self.producers.get_mut(&producer) else {
-            return;
-        };
-        let bytes = crate::runtime::shard::buffers::logical_bytes(&batch);
+    /// Charges a submission to its producer's credit; on refusal answers (and ends the producer
+    /// when the rules say so) and returns None, else the producer's domain and ingestor.
+    fn charge(&mut self, producer: u64, batch_seq: u64, bytes: u64) -> Option<(String, usize)> {
+        let state = self.producers.get_mut(&producer)?;
         if let Err(error) = state.credit.on_submit(batch_seq, bytes) {
             let action = error.action();
             let outbound = state.outbound.clone();
@@ -272,9 +233,39 @@ impl ShardState {
             if let Some(reason) = action.end_producer {
                 self.end_producer(producer, reason);
             }
-            return;
+            return None;
         }
-        let (domain, ingestor) = (state.domain.clone(), state.ingestor);
+        Some((state.domain.clone(), state.ingestor))
+    }
+
+    /// One submitted batch: credit, validation, then the ingestor's queue.
+    pub fn submit(&mut self, producer: u64, batch_seq: u64, ipc: &[u8]) {
+        let Some((domain, ingestor)) = self.charge(producer, batch_seq, ipc.len() as u64) else {
+            return;
+        };
+        let granted = self
+            .producers
+            .get(&producer)
+            .map_or(0, |p| p.credit.granted_bytes());
+        let max_bytes = (granted as usize).min(MAX_SESSION_FRAME_BYTES);
+        let Some(run) = self.runs.get(&domain) else {
+            return self.answer(producer, batch_seq, Outcome::ProducerEnded);
+        };
+        let schema = run.graph.plan.ingestors[ingestor].schema.clone();
+        let batch = match validate_batch(ipc, &schema, BatchLimits::new(max_bytes)) {
+            Ok(batch) => batch,
+            Err(defect) => return self.answer(producer, batch_seq, Outcome::invalid(&defect)),
+        };
+        self.enqueue(producer, batch_seq, batch, ipc.len() as u64);
+    }
+
+    /// One batch from an in-process producer: credit, then the schema must be the input
+    /// schema exactly (the batch is already decoded, so there is nothing else to validate).
+    pub fn submit_in_process(&mut self, producer: u64, batch_seq: u64, batch: RecordBatch) {
+        let bytes = crate::runtime::shard::buffers::logical_bytes(&batch);
+        let Some((domain, ingestor)) = self.charge(producer, batch_seq, bytes) else {
+            return;
+        };
         let Some(run) = self.runs.get(&domain) else {
             return self.answer(producer, batch_seq, Outcome::ProducerEnded);
         };
