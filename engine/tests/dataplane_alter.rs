@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{
-    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
-};
+use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -66,7 +64,11 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         let reader = tokio::spawn(async move {
             let mut seen = BTreeSet::new();
             while seen.len() < 4 {
-                let delivery = next_delivery(&mut consumer, 15).await;
+                let delivery = tokio::time::timeout(Duration::from_secs(15), consumer.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("no delivery in time; seen so far: {seen:?}"))
+                    .expect("healthy")
+                    .expect("not ended");
                 for (_, item, amount) in rows_of(&delivery.batch) {
                     seen.insert((item, amount));
                 }
@@ -82,6 +84,12 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         // Still attached: new batches flow through the new junction.
         producer.submit(&orders(&[("a", "x", 3)])).await.unwrap();
         producer.submit(&orders(&[("a", "x", 4)])).await.unwrap();
+        // The client resends what admission held back while the application is in a producer
+        // call: drain while the reader acks.
+        let outcomes = tokio::time::timeout(Duration::from_secs(20), producer.drain())
+            .await
+            .expect("outcomes in time")
+            .expect("drain");
         let seen = tokio::time::timeout(Duration::from_secs(20), reader)
             .await
             .expect("rows in time")
@@ -90,10 +98,6 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         assert_eq!(amounts, BTreeSet::from([1, 2, 3, 4]), "{seen:?}");
         assert!(seen.contains(&("x".to_string(), 1)), "old rows left through the old graph");
         assert!(seen.contains(&("X".to_string(), 4)), "new rows go through the new junction");
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
         assert_eq!(outcomes.len(), 4);
         assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Completed), "{outcomes:?}");
         assert_eq!(producer.ended_reason(), None);

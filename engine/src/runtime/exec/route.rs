@@ -19,7 +19,7 @@ use arrow_array::{
     new_null_array, Array, ArrayRef, BooleanArray, NullArray, RecordBatch, UInt32Array,
 };
 use arrow_schema::SchemaRef;
-use arrow_select::filter::filter;
+use arrow_select::filter::FilterBuilder;
 use arrow_select::take::take;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
 
@@ -30,7 +30,8 @@ use crate::vm::{eval_predicate, EvalContext, Program, RowErrors};
 pub struct RouteGroup {
     pub key: BranchKey,
     pub batch: RecordBatch,
-    /// For each output row, the input row it came from (ascending).
+    /// For each output row, the input row it came from (ascending); empty when the caller
+    /// did not ask to track rows (its input holds one payload's rows).
     pub input_rows: UInt32Array,
 }
 
@@ -159,6 +160,7 @@ pub fn run_route(
     incoming: &BranchKey,
     now_ns: i64,
     encoders: &mut HashMap<usize, BranchKeyEncoder>,
+    track_rows: bool,
 ) -> RouteOutput {
     let mut failures = Failures::new();
     let output = construct(route, input, state, num_rows, now_ns, &mut failures);
@@ -214,17 +216,30 @@ pub fn run_route(
             None => filter_mask,
         });
     }
-    let all_rows = UInt32Array::from_iter_values(0..num_rows as u32);
+    // Row indices only matter when the input's rows belong to several payloads.
+    let all_rows = if track_rows {
+        UInt32Array::from_iter_values(0..num_rows as u32)
+    } else {
+        UInt32Array::from(Vec::<u32>::new())
+    };
     let (rows, columns, key_columns) = match &mask {
         Some(mask) => {
-            let rows = filter(&all_rows, mask).map(|a| downcast_u32(&a));
-            let columns: Result<Vec<ArrayRef>, _> =
-                output.iter().map(|c| filter(c.as_ref(), mask)).collect();
+            // One prepared selection shared by every column.
+            let predicate = FilterBuilder::new(mask).optimize().build();
+            let rows = if track_rows {
+                predicate.filter(&all_rows).map(|a| downcast_u32(&a))
+            } else {
+                Ok(all_rows)
+            };
+            let columns: Result<Vec<ArrayRef>, _> = output
+                .iter()
+                .map(|c| predicate.filter(c.as_ref()))
+                .collect();
             let keys = key_columns.map(|(b, cols)| {
                 (
                     b,
                     cols.iter()
-                        .map(|c| filter(c.as_ref(), mask))
+                        .map(|c| predicate.filter(c.as_ref()))
                         .collect::<Result<Vec<_>, _>>(),
                 )
             });
@@ -240,7 +255,8 @@ pub fn run_route(
         ),
     };
     let failed = failures.into_sorted();
-    if rows.is_empty() {
+    let kept = columns.first().map_or(num_rows, |c| c.len());
+    if kept == 0 {
         return RouteOutput {
             groups: Vec::new(),
             failed,
@@ -281,7 +297,7 @@ pub fn run_route(
                     }
                 }
             };
-            match group_by_key(encoder, &schema, keys, batch, rows) {
+            match group_by_key(encoder, &schema, keys, batch, rows, track_rows) {
                 Ok(groups) => groups,
                 Err(message) => return internal_failure(num_rows, output, &message),
             }
@@ -321,6 +337,7 @@ fn group_by_key(
     keys: Vec<ArrayRef>,
     batch: RecordBatch,
     rows: UInt32Array,
+    track_rows: bool,
 ) -> Result<Vec<RouteGroup>, String> {
     let key_batch =
         RecordBatch::try_new(key_schema.clone(), keys).map_err(|e| format!("branch key: {e}"))?;
@@ -358,11 +375,15 @@ fn group_by_key(
             .collect();
         let columns = columns.map_err(|e| e.to_string())?;
         let sub = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
-        let input_rows = take(&rows, &indices, None).map_err(|e| e.to_string())?;
+        let input_rows = if track_rows {
+            downcast_u32(&take(&rows, &indices, None).map_err(|e| e.to_string())?)
+        } else {
+            UInt32Array::from(Vec::<u32>::new())
+        };
         groups.push(RouteGroup {
             key: BranchKey::Key(key.into()),
             batch: sub,
-            input_rows: downcast_u32(&input_rows),
+            input_rows,
         });
     }
     Ok(groups)

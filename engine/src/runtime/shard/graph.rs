@@ -21,9 +21,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use nervix_nspl::ast::GeneralErrorPolicy;
 use std::num::NonZeroUsize;
+
+use arrow_select::filter::FilterBuilder;
 
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
@@ -402,13 +404,21 @@ impl Graph {
             let filtered = rows - mask.true_count();
             self.node_mut(node).counters.filtered_rows += filtered as u64;
             if filtered > 0 {
-                columns = filter_columns(&columns, &mask);
-                let base = kept_rows
-                    .take()
-                    .unwrap_or_else(|| UInt32Array::from_iter_values(0..rows as u32));
-                kept_rows = arrow_select::filter::filter(&base, &mask)
-                    .ok()
-                    .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned());
+                let predicate = FilterBuilder::new(&mask).optimize().build();
+                columns = columns
+                    .iter()
+                    .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
+                    .collect();
+                if frame.acks.len() > 1 {
+                    // Several payloads: remember which frame row each kept row is.
+                    let base = kept_rows
+                        .take()
+                        .unwrap_or_else(|| UInt32Array::from_iter_values(0..rows as u32));
+                    kept_rows = predicate
+                        .filter(&base)
+                        .ok()
+                        .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned());
+                }
                 rows = mask.true_count();
             }
         }
@@ -427,6 +437,7 @@ impl Graph {
                     &frame.key,
                     at.snapshot_ns,
                     &mut self.encoders,
+                    frame.acks.len() > 1,
                 );
                 self.route_output(
                     node,
@@ -494,10 +505,17 @@ impl Graph {
         };
         let mut flushed = Vec::new();
         for group in output.groups {
-            let runs = if detached {
-                Vec::new()
-            } else {
-                derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run)
+            let runs = match frame.acks.as_slice() {
+                _ if detached => Vec::new(),
+                // One payload: every derived row is its, no row indices needed.
+                [only] => {
+                    per_run[0] += group.batch.num_rows() as u64;
+                    vec![AckRun {
+                        root: only.root,
+                        rows: group.batch.num_rows() as u32,
+                    }]
+                }
+                _ => derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run),
             };
             self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
             let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
@@ -1234,13 +1252,6 @@ fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
         (a, None) => a,
         (None, b) => b,
     }
-}
-
-fn filter_columns(columns: &[ArrayRef], mask: &BooleanArray) -> Vec<ArrayRef> {
-    columns
-        .iter()
-        .map(|c| arrow_select::filter::filter(c.as_ref(), mask).unwrap_or_else(|_| c.clone()))
-        .collect()
 }
 
 /// Marks the runs that `rows` (ascending frame rows) fall in.

@@ -188,6 +188,59 @@ fn split_part<'s>(s: &'s str, delimiter: &str, index: i64) -> Result<&'s str, St
 }
 
 /// A `like`-family kernel with two STRING datums.
+/// `contains(column, 'literal')` over the whole values buffer at once: one vectorised
+/// substring search from match to match instead of one search per row. A match that runs past
+/// its row's end means the row has none (the search finds the leftmost match), so the scan
+/// moves on to the next row either way. `None` when the arguments are not that shape.
+fn contains_scalar(haystack: &Col, needle: &Col) -> Option<arrow_array::BooleanArray> {
+    let (Col::Array(haystack), Col::Scalar(needle)) = (haystack, needle) else {
+        return None;
+    };
+    let haystack = haystack
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()?;
+    let needle = needle.as_any().downcast_ref::<arrow_array::StringArray>()?;
+    if needle.is_null(0) || haystack.is_empty() {
+        return None;
+    }
+    let needle = needle.value(0).as_bytes();
+    let offsets = haystack.value_offsets();
+    let values = haystack.value_data();
+    let rows = haystack.len();
+    let mut found = arrow_buffer::BooleanBufferBuilder::new(rows);
+    if needle.is_empty() {
+        found.append_n(rows, true);
+    } else {
+        found.append_n(rows, false);
+        let finder = memchr::memmem::Finder::new(needle);
+        let end = offsets[rows] as usize;
+        let mut pos = offsets[0] as usize;
+        let mut row = 0usize;
+        while pos < end {
+            let Some(relative) = finder.find(&values[pos..end]) else {
+                break;
+            };
+            let at = pos + relative;
+            while row < rows && offsets[row + 1] as usize <= at {
+                row += 1;
+            }
+            if row >= rows {
+                break;
+            }
+            let row_end = offsets[row + 1] as usize;
+            if at + needle.len() <= row_end {
+                found.set_bit(row, true);
+            }
+            pos = row_end;
+            row += 1;
+        }
+    }
+    Some(arrow_array::BooleanArray::new(
+        found.finish(),
+        haystack.nulls().cloned(),
+    ))
+}
+
 fn predicate(
     node: &Node,
     a: &Col,
@@ -424,6 +477,11 @@ pub(crate) fn call(node: &Node, function: Function, cols: &[Col], n: usize) -> O
             let Some(b) = arg(1) else {
                 return Out::fail(node, "missing argument");
             };
+            if function == F::Contains {
+                if let Some(result) = contains_scalar(first, b) {
+                    return Out::ok(Col::new(Arc::new(result), false));
+                }
+            }
             let f = match function {
                 F::StartsWith => arrow_string::like::starts_with,
                 F::EndsWith => arrow_string::like::ends_with,
