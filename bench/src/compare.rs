@@ -1,5 +1,6 @@
 //! `nervix-bench compare <baseline.json> <run.json>`: sets each scenario of a run against the
-//! baseline's last record of the same scenario. Either file may hold JSON lines (a history, or
+//! baseline's last record of the same scenario (and, where one exists, the same `rate` and
+//! `batch_rows`). Either file may hold JSON lines (a history, or
 //! a captured stdout with the human table): lines that are not JSON objects are skipped.
 
 use anyhow::{bail, Context};
@@ -58,7 +59,7 @@ fn number(record: &Value, field: &str, file: &str) -> anyhow::Result<f64> {
 }
 
 /// Compares every scenario of `run` (its last record of each) with the last record of the
-/// same scenario in `baseline`.
+/// same scenario in `baseline` (measured with the same rate and batch size when there is one).
 pub fn compare(
     baseline: &str,
     baseline_name: &str,
@@ -92,7 +93,20 @@ pub fn compare(
         let Some(run_record) = last_of(&run_records, scenario) else {
             continue;
         };
-        let Some(base_record) = last_of(&baseline_records, scenario) else {
+        // Prefer a baseline measured the same way (rate and batch size), so a history with
+        // paced runs still compares a full-speed run with a full-speed one.
+        let same_settings = baseline_records
+            .iter()
+            .rev()
+            .find(|r| {
+                r.get("scenario").and_then(Value::as_str) == Some(scenario)
+                    && ["rate", "batch_rows"]
+                        .iter()
+                        .all(|k| r.get(*k) == run_record.get(*k))
+            })
+            .cloned();
+        let Some(base_record) = same_settings.or_else(|| last_of(&baseline_records, scenario))
+        else {
             bail!("{baseline_name}: no record of scenario `{scenario}` to compare with");
         };
         let rows_per_sec = number(&run_record, "rows_per_sec", run_name)?;
@@ -142,5 +156,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("`y`"), "{err}");
+    }
+
+    #[test]
+    fn prefers_a_baseline_with_the_same_rate() {
+        let baseline = r#"{"scenario":"a","rate":null,"rows_per_sec":8000000,"p99_us":900}
+{"scenario":"a","rate":4000000,"rows_per_sec":4000000,"p99_us":100}"#;
+        let run = r#"{"scenario":"a","rate":null,"rows_per_sec":8000000,"p99_us":900}"#;
+        let out = compare(baseline, "base", run, "run").unwrap();
+        assert_eq!(out[0].baseline_rows_per_sec, 8_000_000.0);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use nervix_net::session::frame::ExpectedField;
+use nervix::net::session::frame::ExpectedField;
 
 /// What the scenarios' junction filters on (`contains(input.text, NEEDLE)`).
 pub const NEEDLE: &str = "nervix";

@@ -13,6 +13,10 @@ use clap::{Args, Parser, Subcommand};
 use nervix_bench::compare;
 use nervix_bench::scenario::{self, RunSettings, Transport};
 
+/// The node's allocator (DESIGN §13), so the scenarios measure what `nervix` runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "nervix-bench",
@@ -138,7 +142,11 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
     }
     println!(
         "latency: {}; max {:.1} µs; {} deliveries; rows out {} of matching {}",
-        result.latency_method, result.max_us, result.deliveries, result.rows_out, result.matching
+        result.latency_method,
+        (result.max_us * 10.0).floor() / 10.0,
+        result.deliveries,
+        result.rows_out,
+        result.matching
     );
     if args.json {
         println!("{}", result.to_json());

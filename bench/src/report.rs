@@ -89,16 +89,21 @@ impl RunResult {
             "{:<28} {:>6} {:>8.3} {:>12} {:>12} {:>14.0} {:>10.1} {:>10.1} {:>8.1}",
             self.scenario,
             self.shards,
-            self.elapsed_s,
+            round3(self.elapsed_s),
             self.rows_in,
             self.rows_out,
             self.rows_per_sec.floor(),
-            self.p50_us,
-            self.p99_us,
-            self.rss_bytes as f64 / (1024.0 * 1024.0)
+            floor1(self.p50_us),
+            floor1(self.p99_us),
+            floor1(self.rss_bytes as f64 / (1024.0 * 1024.0))
         );
         format!("{header}\n{row}")
     }
+}
+
+/// Rounds down to one decimal, for the table.
+fn floor1(x: f64) -> f64 {
+    (x * 10.0).floor() / 10.0
 }
 
 /// Rounds down to three decimals (numbers are never rounded up).

@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -24,9 +24,9 @@ use anyhow::{anyhow, bail, Context};
 use arrow_array::{Array, Int64Array, RecordBatch};
 use hdrhistogram::Histogram;
 use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::net::client::{Consumer, ConsumerOptions, Producer, ProducerOptions, Session};
+use nervix::net::session::frame::{ConsumerRefusal, OpenRefusal, Outcome};
 use nervix::runtime::in_process::{InProcessConsumer, InProcessError, InProcessProducer};
-use nervix_net::client::{Consumer, ConsumerOptions, Producer, ProducerOptions, Session};
-use nervix_net::session::frame::{ConsumerRefusal, OpenRefusal, Outcome};
 
 use crate::gen::{self, RingBatch, NEEDLE};
 use crate::report::{peak_rss_bytes, RunResult};
@@ -87,12 +87,14 @@ CREATE CLIENT PRODUCER INGESTOR bench_in
     ON QUIESCE SUSPEND
   TO rows_in
     INHERIT ALL
+    UNBRANCHED
     FLUSH IMMEDIATE
     ON MESSAGE ERROR LOG
   ON GENERAL ERROR LOG;
 CREATE JUNCTION filter_map
   FROM rows_in
   FILTER WHERE contains(input.text, '{NEEDLE}')
+  UNBRANCHED
   TO rows_out
     INHERIT ALL
     SET text = upper(input.text)
@@ -114,6 +116,8 @@ START;
 const DOMAIN: &str = "bench";
 const INGESTOR: &str = "bench_in";
 const EMITTER: &str = "bench_out";
+/// Rows per client batch at most (DESIGN §9).
+const MAX_BATCH_ROWS: usize = 65_536;
 /// Batches pre-generated before timing; submissions cycle through them.
 const RING_BATCHES: usize = 32;
 /// Consumer credit, in deliveries.
@@ -226,8 +230,8 @@ struct Stop {
 
 /// Runs one scenario on the current tokio runtime.
 pub async fn run(transport: Transport, settings: &RunSettings) -> anyhow::Result<RunResult> {
-    if settings.batch_rows == 0 {
-        bail!("--batch-rows must be at least 1");
+    if settings.batch_rows == 0 || settings.batch_rows > MAX_BATCH_ROWS {
+        bail!("--batch-rows must be 1 to {MAX_BATCH_ROWS} (rows per client batch, DESIGN §9)");
     }
     if !(settings.seconds > 0.0 && settings.seconds.is_finite()) {
         bail!("--seconds must be a positive number");
@@ -257,10 +261,10 @@ async fn run_in(
     transport: Transport,
     settings: &RunSettings,
     ring: &[RingBatch],
-    data_dir: &PathBuf,
+    data_dir: &Path,
 ) -> anyhow::Result<RunResult> {
     let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.clone(),
+        data_dir: data_dir.to_path_buf(),
         shards: settings.shards,
         pin: settings.pin,
         session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -395,9 +399,9 @@ trait Transient {
     fn transient(&self) -> bool;
 }
 
-impl Transient for nervix_net::client::ClientError {
+impl Transient for nervix::net::client::ClientError {
     fn transient(&self) -> bool {
-        use nervix_net::client::ClientError;
+        use nervix::net::client::ClientError;
         matches!(
             self,
             ClientError::Refused(
@@ -499,22 +503,6 @@ async fn produce_inner(
     let start = Instant::now();
     let start_tokio = tokio::time::Instant::now();
     let mut submitted: u64 = 0;
-    let mut account = |produced: &mut Produced, seq: u64, outcome: Outcome| {
-        let Some(index) = pending.remove(&seq) else {
-            return;
-        };
-        let batch = &ring[index];
-        if outcome == Outcome::Completed {
-            produced.completed += 1;
-            produced.rows_in += batch.rows as u64;
-            produced.matching += batch.matching as u64;
-        } else {
-            produced.not_completed += 1;
-            if produced.first_failure.is_none() {
-                produced.first_failure = Some(format!("batch {seq}: {outcome:?}"));
-            }
-        }
-    };
     while start.elapsed() < duration {
         if let Some(interval) = interval {
             tokio::time::sleep_until(start_tokio + interval.mul_f64(submitted as f64)).await;
@@ -522,7 +510,7 @@ async fn produce_inner(
         // Read outcomes so at most a window of batches is without one.
         while pending.len() >= settings.window as usize {
             let (seq, outcome) = producer.next_outcome().await?;
-            account(&mut produced, seq, outcome);
+            account(&mut produced, &mut pending, ring, seq, outcome);
         }
         let index = (submitted % ring.len() as u64) as usize;
         let batch = ring[index].with_sent_ns(now_ns())?;
@@ -532,10 +520,34 @@ async fn produce_inner(
     }
     while !pending.is_empty() {
         let (seq, outcome) = producer.next_outcome().await?;
-        account(&mut produced, seq, outcome);
+        account(&mut produced, &mut pending, ring, seq, outcome);
     }
     produced.elapsed = start.elapsed();
     Ok(produced)
+}
+
+/// Counts one terminal outcome against its batch.
+fn account(
+    produced: &mut Produced,
+    pending: &mut HashMap<u64, usize>,
+    ring: &[RingBatch],
+    seq: u64,
+    outcome: Outcome,
+) {
+    let Some(index) = pending.remove(&seq) else {
+        return;
+    };
+    let batch = &ring[index];
+    if outcome == Outcome::Completed {
+        produced.completed += 1;
+        produced.rows_in += batch.rows as u64;
+        produced.matching += batch.matching as u64;
+    } else {
+        produced.not_completed += 1;
+        if produced.first_failure.is_none() {
+            produced.first_failure = Some(format!("batch {seq}: {outcome:?}"));
+        }
+    }
 }
 
 async fn consume(consumer: &mut impl Receive, stop: &Stop) -> anyhow::Result<Consumed> {

@@ -117,7 +117,7 @@ async fn drive(node: &mut EmbeddedNode, seconds: u64, output: &Path) -> anyhow::
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     println!(
-        "producing ~{} orders/s; Ctrl-C stops",
+        "producing up to {} orders/s (a credit of {CREDIT_BATCHES} batches: the graph's backpressure sets the pace); Ctrl-C stops",
         BATCH_ROWS as u64 * 1000 / BATCH_EVERY.as_millis() as u64
     );
     while Instant::now() < deadline {
@@ -128,8 +128,19 @@ async fn drive(node: &mut EmbeddedNode, seconds: u64, output: &Path) -> anyhow::
             }
             _ = ticker.tick() => {}
         }
-        while producer.unresolved_batches() >= CREDIT_BATCHES as usize {
-            match producer.next_outcome().await.context("producer outcome")? {
+        // Outcomes already here are read at once; with the credit used up, the producer
+        // waits for the next one (the graph's backpressure sets the pace).
+        loop {
+            let full = producer.unresolved_batches() >= CREDIT_BATCHES as usize;
+            let outcome = if full {
+                producer.next_outcome().await
+            } else {
+                match tokio::time::timeout(Duration::ZERO, producer.next_outcome()).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => break,
+                }
+            };
+            match outcome.context("producer outcome")? {
                 Some((_, Outcome::Completed)) => totals.completed += 1,
                 Some((seq, other)) => eprintln!("batch {seq}: {other:?}"),
                 None => break,
