@@ -22,11 +22,12 @@ use super::Status;
 
 /// The demo graph (the repository's `examples/demo.nspl`).
 const DEMO_NSPL: &str = include_str!("../../../examples/demo.nspl");
-/// Orders per submitted batch, and batches per second: 10,000 orders/s.
-const BATCH_ROWS: usize = 500;
-const BATCH_EVERY: Duration = Duration::from_millis(50);
+/// Orders per submitted batch, and the pause between batches: at most ~2 M orders/s offered;
+/// the graph (its ACK window and the file emitter's 1 s flush) sets the pace below that.
+const BATCH_ROWS: usize = 4_096;
+const BATCH_EVERY: Duration = Duration::from_millis(2);
 /// The producer's credit in batches.
-const CREDIT_BATCHES: u32 = 8;
+const CREDIT_BATCHES: u32 = 64;
 /// Subscription lines printed per second at most (the rest are counted).
 const WATCH_LINES_PER_TICK: usize = 2;
 /// How long a graceful stop may wait for the file emitter to confirm.

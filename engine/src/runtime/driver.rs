@@ -267,13 +267,17 @@ pub async fn shard_main(
                 .min(MAX_TICK_SLEEP_MS * 1_000_000)
             };
             if sleep_ns > 0 {
+                ticker_state.borrow_mut().ticker_sleeps_until_ns =
+                    super::clock::physical_ns().saturating_add(sleep_ns);
                 let sleep = glommio::timer::sleep(Duration::from_nanos(sleep_ns));
                 let woken = async {
                     let _ = kicked.recv().await;
                 };
                 futures_lite::future::or(sleep, woken).await;
             }
-            ticker_state.borrow_mut().tick();
+            let mut shard = ticker_state.borrow_mut();
+            shard.ticker_sleeps_until_ns = 0;
+            shard.tick();
         }
     });
     if let Err(error) = &ticker {

@@ -49,6 +49,8 @@ impl RouteBuffers {
     }
 
     /// Appends `batch` for `key`; frames that must leave now are pushed to `out` in order.
+    /// Returns the deadline the branch's buffer waits for afterwards, if it holds rows (the
+    /// shard's ticker must wake by then).
     pub fn append(
         &mut self,
         key: BranchKey,
@@ -56,7 +58,7 @@ impl RouteBuffers {
         runs: Vec<AckRun>,
         now: Now,
         out: &mut Vec<Frame>,
-    ) {
+    ) -> Option<nervix_shards::flush::Deadline> {
         let chunk = Chunk::new(logical_bytes(&batch), batch.num_rows() as u64);
         let policy = self.policy;
         let buffer = self.buffers.entry(key.clone()).or_insert_with(|| Buffer {
@@ -77,9 +79,11 @@ impl RouteBuffers {
                 out.push(frame);
             }
         }
+        let deadline = buffer.flusher.next_deadline();
         if buffer.parts.is_empty() {
             self.buffers.remove(&key);
         }
+        deadline
     }
 
     /// Flushes every buffer whose deadline has come.

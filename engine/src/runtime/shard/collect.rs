@@ -31,14 +31,15 @@ impl Collector {
         }
     }
 
-    /// Adds a frame; what must be handed over now is appended to `out` in order.
+    /// Adds a frame; what must be handed over now is appended to `out` in order. Returns the
+    /// branch's deadline afterwards, if it holds frames.
     pub fn append(
         &mut self,
         relay: RelayId,
         frame: Frame,
         now: Now,
         out: &mut Vec<(RelayId, Frame)>,
-    ) {
+    ) -> Option<Deadline> {
         let chunk = Chunk::new(logical_bytes(&frame.batch), frame.num_rows() as u64);
         let key = frame.key.clone();
         let policy = self.policy;
@@ -54,9 +55,11 @@ impl Collector {
         if actions.after.is_flush() {
             out.append(frames);
         }
+        let deadline = flusher.next_deadline();
         if frames.is_empty() {
             self.branches.remove(&key);
         }
+        deadline
     }
 
     /// Hands over every branch whose interval ended.

@@ -166,6 +166,8 @@ pub struct Graph {
     broadcast_state: Vec<ArrayRef>,
     /// Set when a materialized relay took new state, so waiting nodes try again.
     state_arrived: bool,
+    /// The earliest deadline armed since the shard last asked, in physical ns.
+    armed_ns: Option<u64>,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -265,6 +267,7 @@ impl Graph {
             bound_state: Vec::new(),
             broadcast_state: Vec::new(),
             state_arrived: false,
+            armed_ns: None,
             plan,
         }
     }
@@ -522,13 +525,14 @@ impl Graph {
             if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
                 self.touch_branch(branch, bytes, at.now.physical_ns);
             }
-            self.node_mut(node).routes[route_index].append(
+            let deadline = self.node_mut(node).routes[route_index].append(
                 group.key,
                 group.batch,
                 runs,
                 at.now,
                 &mut flushed,
             );
+            self.note_deadline(deadline, at);
         }
         match node {
             // An emitter's one route feeds its sink queue, not a relay.
@@ -895,7 +899,8 @@ impl Graph {
     ) {
         if let Some(collector) = self.node_mut(consumer).collect.as_mut() {
             let mut released = Vec::new();
-            collector.append(relay, frame.clone(), at.now, &mut released);
+            let deadline = collector.append(relay, frame.clone(), at.now, &mut released);
+            self.note_deadline(deadline, at);
             for (relay, frame) in released {
                 self.work(consumer, relay, &frame, at, cx);
             }
@@ -994,6 +999,24 @@ impl Graph {
             NodeRef::Ingestor(_) => {}
         }
         self.bound_state.clear();
+    }
+
+    /// Remembers a deadline a buffer armed (logical ones mapped to the physical clock).
+    fn note_deadline(&mut self, deadline: Option<nervix_shards::flush::Deadline>, at: Instant) {
+        let physical = match deadline {
+            Some(nervix_shards::flush::Deadline::Physical(ns)) => ns,
+            Some(nervix_shards::flush::Deadline::Logical(ns)) => at
+                .now
+                .physical_ns
+                .saturating_add(u64::try_from(ns.saturating_sub(at.now.logical_ns)).unwrap_or(0)),
+            None => return,
+        };
+        self.armed_ns = Some(self.armed_ns.map_or(physical, |a| a.min(physical)));
+    }
+
+    /// The earliest deadline armed since the last call (the ticker may sleep past it).
+    pub fn take_armed_ns(&mut self) -> Option<u64> {
+        self.armed_ns.take()
     }
 
     /// Resolves a node's materialized dependencies for one branch, in written order.

@@ -300,7 +300,6 @@ impl ShardState {
             bytes,
         });
         self.step();
-        let _ = self.kick.try_send(());
     }
 
     /// Admits queued batches while windows have room and ingestors are not blocked.

@@ -131,8 +131,10 @@ pub struct ShardState {
     pub admitted: ingest::AdmittedMap,
     next_id: u64,
     resolved: Vec<(PayloadToken, nervix_shards::ack::Outcome)>,
-    /// Wakes the ticker when a new deadline may be earlier than the one it sleeps for.
+    /// Wakes the ticker when a new deadline is earlier than the one it sleeps for.
     pub kick: async_channel::Sender<()>,
+    /// The physical instant the ticker sleeps until (0 while it is awake and ticking).
+    pub ticker_sleeps_until_ns: u64,
     pub counters: ShardCounters,
     /// Where FILE clients' relative roots live.
     pub data_dir: std::path::PathBuf,
@@ -174,6 +176,7 @@ impl ShardState {
             next_id: 1,
             resolved: Vec::new(),
             kick,
+            ticker_sleeps_until_ns: 0,
             counters: ShardCounters::default(),
             data_dir,
         }
@@ -279,6 +282,18 @@ impl ShardState {
         }
         if !self.outbox.is_empty() {
             let _ = self.outbox_kick.try_send(());
+        }
+        // A buffer armed a deadline earlier than the ticker's: wake it (FLUSH IMMEDIATE's
+        // 100 µs window must not wait for a sleep computed before the rows arrived).
+        let armed = self
+            .runs
+            .values_mut()
+            .filter_map(|run| run.graph.take_armed_ns())
+            .min();
+        if let Some(armed) = armed {
+            if self.ticker_sleeps_until_ns != 0 && armed < self.ticker_sleeps_until_ns {
+                let _ = self.kick.try_send(());
+            }
         }
     }
 
