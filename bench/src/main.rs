@@ -83,6 +83,7 @@ struct CompareArguments {
 }
 
 fn main() -> ExitCode {
+    nervix::allocator::tune();
     let arguments = Arguments::parse();
     let outcome = match arguments.command {
         Command::ProducerFilterMap(run) => run_scenario(Transport::Loopback, &run),

@@ -17,6 +17,7 @@ pub use nervix_net as net;
 /// The NSPL front end, re-exported so crates above the engine (benchmarks) reach the language
 /// through the engine, as DESIGN §2's dependency table has it.
 pub use nervix_nspl as nspl;
+pub mod allocator;
 pub mod alter;
 pub mod catalog;
 pub mod console;

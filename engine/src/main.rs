@@ -39,6 +39,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    nervix::allocator::tune();
     let arguments = Arguments::parse();
     let outcome = match arguments.command {
         Command::Fmt(fmt) => cli::fmt::run(&fmt),
