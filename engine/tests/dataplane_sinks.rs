@@ -156,3 +156,47 @@ fn a_subscription_whose_where_does_not_type_check_is_refused() {
     let error = answer.status.expect_err("refused");
     assert!(error.contains("nope"), "{error}");
 }
+
+#[test]
+fn a_failing_file_write_is_retried_on_the_retry_policy_and_holds_its_rows() {
+    let dir = support::scratch_dir("sinks-retry");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    // /dev/full accepts the open and refuses every write with ENOSPC.
+    let graph = GRAPH
+        .replace("CONFIG {'root' = 'out'}", "CONFIG {'root' = '/dev'}")
+        .replace("PATH 'payments.ndjson'", "PATH 'full'")
+        .replace(
+            "MODE ACK SEQUENTIAL ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms",
+            "MODE ACK SEQUENTIAL ACK TIMEOUT 1s RETRY POLICY BACKOFF 10ms MAX 100ms",
+        );
+    define(&mut admin, &graph);
+    runtime().block_on(async {
+        let session = Session::connect(node.session).await.expect("session");
+        let mut producer =
+            producer(&session, "pay", "payments_in", payment_fields(), 4, 1 << 20).await;
+        producer
+            .submit(&payments(&[("acme", "4111-1111", 5)]))
+            .await
+            .unwrap();
+        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
+            .await
+            .expect("in time")
+            .expect("drain");
+        // The sink never confirmed: the source's ACK TIMEOUT decides, not a dropped write.
+        assert_eq!(
+            outcomes,
+            vec![(
+                0,
+                Outcome::Failed(nervix_net::session::frame::FailureCause::AckTimeout)
+            )]
+        );
+    });
+    let log = node.log();
+    let retries = log.matches("retrying in").count();
+    assert!(
+        retries >= 3,
+        "the write was retried {retries} times:\n{log}"
+    );
+    assert!(log.contains("No space left on device"), "{log}");
+}

@@ -173,6 +173,9 @@ pub struct EmitterPlan {
     /// `None` for NO ACK.
     pub ack_timeout_ns: Option<u64>,
     pub max_in_flight: u32,
+    /// RETRY POLICY: a failed write is tried again after BACKOFF, doubling up to MAX.
+    pub retry_backoff_ms: u64,
+    pub retry_max_ms: u64,
 }
 
 /// The whole runnable graph of one started domain.
@@ -687,6 +690,8 @@ impl<'d> Builder<'d> {
             detached: create.attachment == Some(Attachment::Detached),
             ack_timeout_ns,
             max_in_flight,
+            retry_backoff_ms: create.sink.retry.backoff.nanos / 1_000_000,
+            retry_max_ms: create.sink.retry.max.nanos / 1_000_000,
         });
         Ok(())
     }

@@ -7,8 +7,10 @@
 //!   away, its unacknowledged deliveries go back to the front of the emitter's queue and are
 //!   delivered again (at least once).
 //! - A file sink writes each frame, then `fdatasync`s, on its own thread (file I/O must not
-//!   stall the shard), and only then acks the frame's rows. A failed write nacks them and is
-//!   logged with the path and the cause.
+//!   stall the shard), and only then acks the frame's rows. A failed write is logged with the
+//!   path and the cause and tried again on the emitter's RETRY POLICY (BACKOFF doubling up to
+//!   MAX); its rows stay unacknowledged meanwhile, so the graph backpressures and the source's
+//!   ACK TIMEOUT, not the sink, decides when a batch has failed.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -56,6 +58,10 @@ pub struct FileSinkHandle {
     next_job: u64,
     pub path: PathBuf,
     pub written_rows: u64,
+    /// The next retry's delay, and when writing may resume (0: not waiting).
+    backoff_ms: u64,
+    retry_at_ns: u64,
+    pub failed_writes: u64,
 }
 
 impl FileSinkHandle {
@@ -79,6 +85,9 @@ impl FileSinkHandle {
             next_job: 1,
             path,
             written_rows: 0,
+            backoff_ms: 0,
+            retry_at_ns: 0,
+            failed_writes: 0,
         })
     }
 }
@@ -316,13 +325,18 @@ impl ShardState {
                         let Some(file) = run.files.get_mut(&index) else {
                             continue;
                         };
+                        if file.retry_at_ns > crate::runtime::clock::physical_ns() {
+                            continue;
+                        }
                         while (file.in_flight.len() as u32) < emitter.max_in_flight.max(1) {
-                            let Some(frame) = queue.ready.pop_front() else {
+                            let Some(mut frame) = queue.ready.pop_front() else {
                                 break;
                             };
                             if emitter.ack_timeout_ns.is_none() || emitter.detached {
-                                // NO ACK / DETACHED: resolved once handed to the writer.
+                                // NO ACK / DETACHED: resolved once handed to the writer; a
+                                // retried write holds nothing any more.
                                 acked.push(frame.clone());
+                                frame.acks.clear();
                             }
                             let job = file.next_job;
                             file.next_job += 1;
@@ -364,18 +378,27 @@ impl ShardState {
         let Some(frame) = file.in_flight.remove(&completion.job) else {
             return;
         };
+        let (base_ms, max_ms) = (plan.retry_backoff_ms.max(1), plan.retry_max_ms.max(1));
         let queue = &mut run.graph.emitter_queues[emitter];
         queue.in_flight = queue.in_flight.saturating_sub(1);
-        let ok = completion.result.is_ok();
         if let Err(error) = &completion.result {
-            tracing::error!("emitter '{name}': {error}");
-        } else {
-            file.written_rows += frame.num_rows() as u64;
-            queue.delivered_rows += frame.num_rows() as u64;
-            self.counters.rows_delivered += frame.num_rows() as u64;
+            // Retried, never dropped: the frame goes back first in line.
+            let delay_ms = file.backoff_ms.clamp(base_ms, max_ms.max(base_ms));
+            file.backoff_ms = delay_ms.saturating_mul(2).min(max_ms.max(base_ms));
+            file.retry_at_ns = crate::runtime::clock::physical_ns() + delay_ms * 1_000_000;
+            file.failed_writes += 1;
+            tracing::error!("emitter '{name}': {error}; retrying in {delay_ms} ms");
+            queue.ready.push_front(frame);
+            self.step();
+            return;
         }
+        file.backoff_ms = 0;
+        file.retry_at_ns = 0;
+        file.written_rows += frame.num_rows() as u64;
+        queue.delivered_rows += frame.num_rows() as u64;
+        self.counters.rows_delivered += frame.num_rows() as u64;
         if resolves_here {
-            self.resolve_frame(&frame, ok);
+            self.resolve_frame(&frame, true);
         }
         self.step();
     }
