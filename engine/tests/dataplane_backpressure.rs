@@ -113,3 +113,63 @@ fn a_slow_consumer_backpressures_the_producer_and_nothing_is_dropped() {
         assert_eq!(seen, (0..BATCHES).collect());
     });
 }
+
+const SLOW_GRAPH: &str = "
+CREATE DOMAIN slow;
+USE slow;
+CREATE SCHEMA order_in (tenant STRING, item STRING, amount I64);
+CREATE SCHEMA tenant_key (tenant STRING);
+CREATE BRANCH by_tenant SCHEMA tenant_key TTL 5m;
+CREATE RELAY orders SCHEMA order_in BRANCHED BY by_tenant;
+CREATE CLIENT PRODUCER INGESTOR orders_in
+  FROM SCHEMA order_in
+    MODE ACK SEQUENTIAL ACK TIMEOUT 1s RETRY POLICY BACKOFF 10ms MAX 100ms
+    ON QUIESCE SUSPEND
+  TO orders
+    INHERIT ALL
+    BRANCHED BY by_tenant SET tenant = message.tenant
+    FLUSH IMMEDIATE
+    ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE CLIENT CONSUMER EMITTER orders_out
+  FROM orders
+  TO SCHEMA order_in
+    MODE ACK PARALLEL MAX 8 ACK TIMEOUT 30s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+START;
+";
+
+#[test]
+fn ack_timeout_counts_from_the_last_progress_not_from_admission() {
+    let dir = support::scratch_dir("ack-progress");
+    let node = Node::start(&dir);
+    define(&mut node.admin(), SLOW_GRAPH);
+    runtime().block_on(async {
+        let session = Session::connect(node.session).await.expect("session");
+        let mut consumer = consumer(&session, "slow", "orders_out", 8).await;
+        let mut producer =
+            producer(&session, "slow", "orders_in", order_fields(), 4, 1 << 20).await;
+        // One batch, three branches: three deliveries, acknowledged 600 ms apart. The batch
+        // lives 1.8 s, longer than its 1 s ACK TIMEOUT, but never 1 s without progress.
+        producer
+            .submit(&orders(&[("a", "x", 1), ("b", "x", 2), ("c", "x", 3)]))
+            .await
+            .unwrap();
+        let mut pending = Vec::new();
+        while pending.len() < 3 {
+            pending.push(next_delivery(&mut consumer, 5).await.seq);
+        }
+        for seq in pending {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            consumer.ack(seq).await.unwrap();
+        }
+        let outcomes = tokio::time::timeout(Duration::from_secs(5), producer.drain())
+            .await
+            .expect("in time")
+            .expect("drain");
+        assert_eq!(outcomes, vec![(0, Outcome::Completed)]);
+    });
+}

@@ -426,6 +426,20 @@ impl<T: Copy> AckSlab<T> {
     }
 
     /// The live (open or resolved-undrained) slot a handle names, or `StaleHandle`.
+    /// The payload token of an open root, or `None` for a stale handle or a resolved root.
+    pub fn token(&self, handle: AckHandle) -> Option<T>
+    where
+        T: Copy,
+    {
+        match self.slots.get(handle.index as usize) {
+            Some(Slot {
+                generation,
+                root: AckRoot::Open { token, .. },
+            }) if *generation == handle.generation => Some(*token),
+            _ => None,
+        }
+    }
+
     fn slot_mut(&mut self, handle: AckHandle) -> Result<&mut Slot<T>, AckError> {
         match self.slots.get_mut(handle.index as usize) {
             Some(slot)

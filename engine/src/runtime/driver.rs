@@ -464,6 +464,7 @@ pub async fn shard_main(
                                 shards: state.shards,
                                 slab: &mut state.slab,
                                 outbox: &mut state.outbox,
+                                progressed: &mut state.progressed,
                             },
                         );
                     }

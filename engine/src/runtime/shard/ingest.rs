@@ -65,7 +65,8 @@ pub struct Queued {
 pub struct Admitted {
     pub domain: String,
     pub ingestor: usize,
-    pub admitted_physical_ns: u64,
+    /// The last acknowledgement progress of its root (admission counts as the first).
+    pub progress_physical_ns: u64,
     /// Answered already (ack_timeout): the later resolution is not reported again.
     pub answered: bool,
 }
@@ -335,7 +336,7 @@ impl ShardState {
                         Admitted {
                             domain: domain.clone(),
                             ingestor: index,
-                            admitted_physical_ns: at.now.physical_ns,
+                            progress_physical_ns: at.now.physical_ns,
                             answered: false,
                         },
                     );
@@ -374,6 +375,17 @@ impl ShardState {
         }
     }
 
+    /// Stamps the admitted batches whose roots made progress this step.
+    pub(super) fn note_progress(&mut self, now_ns: u64) {
+        for root in std::mem::take(&mut self.progressed) {
+            if let Some(token) = self.slab.token(root) {
+                if let Some(admitted) = self.admitted.get_mut(&token) {
+                    admitted.progress_physical_ns = now_ns;
+                }
+            }
+        }
+    }
+
     /// Answers `failed: ack_timeout` for admitted batches that made no progress for ACK TIMEOUT;
     /// their work is not cancelled, and their window slot frees so the ingestor goes on.
     pub(super) fn time_out(&mut self, at: Instant) {
@@ -390,7 +402,7 @@ impl ShardState {
             if at
                 .now
                 .physical_ns
-                .saturating_sub(admitted.admitted_physical_ns)
+                .saturating_sub(admitted.progress_physical_ns)
                 >= timeout
             {
                 admitted.answered = true;

@@ -111,12 +111,15 @@ pub struct Ctx<'a> {
     pub shards: usize,
     pub slab: &'a mut AckSlab<PayloadToken>,
     pub outbox: &'a mut Outbox,
+    /// Roots that made acknowledgement progress this step (ACK TIMEOUT counts from the last).
+    pub progressed: &'a mut Vec<AckHandle>,
 }
 
 impl Ctx<'_> {
     pub fn transfer(&mut self, root: AckHandle, from: u64, into: u64) {
         if self.shard == ROOT_SHARD {
             let _ = self.slab.transfer(root, from, into);
+            self.progressed.push(root);
         } else {
             self.outbox.push_op(AckOp::Transfer { root, from, into });
         }
@@ -125,6 +128,7 @@ impl Ctx<'_> {
     pub fn ack(&mut self, root: AckHandle, rows: u64) {
         if self.shard == ROOT_SHARD {
             let _ = self.slab.ack(root, rows);
+            self.progressed.push(root);
         } else {
             self.outbox.push_op(AckOp::Ack { root, rows });
         }
@@ -139,13 +143,23 @@ impl Ctx<'_> {
     }
 }
 
-/// Applies operations that arrived from another shard.
-pub fn apply_ops(slab: &mut AckSlab<PayloadToken>, ops: &[AckOp]) -> usize {
+/// Applies operations that arrived from another shard; the roots they touched are progress.
+pub fn apply_ops(
+    slab: &mut AckSlab<PayloadToken>,
+    ops: &[AckOp],
+    progressed: &mut Vec<AckHandle>,
+) -> usize {
     let mut refused = 0;
     for op in ops {
         let result = match *op {
-            AckOp::Transfer { root, from, into } => slab.transfer(root, from, into),
-            AckOp::Ack { root, rows } => slab.ack(root, rows),
+            AckOp::Transfer { root, from, into } => {
+                progressed.push(root);
+                slab.transfer(root, from, into)
+            }
+            AckOp::Ack { root, rows } => {
+                progressed.push(root);
+                slab.ack(root, rows)
+            }
             AckOp::Nack { root } => slab.nack(root),
         };
         if result.is_err() {

@@ -40,6 +40,7 @@ macro_rules! cx {
             shards: $state.shards,
             slab: &mut $state.slab,
             outbox: &mut $state.outbox,
+            progressed: &mut $state.progressed,
         }
     };
 }
@@ -120,6 +121,8 @@ pub struct ShardState {
     pub shards: usize,
     /// Messages for other shards, sent by the driver's mesh tasks.
     pub outbox: mesh::Outbox,
+    /// Roots that made acknowledgement progress since the last step (see `ingest::time_out`).
+    pub progressed: Vec<nervix_shards::ack::AckHandle>,
     /// Wakes the driver to send what the outbox holds.
     pub outbox_kick: async_channel::Sender<()>,
     pub runs: HashMap<String, DomainRun>,
@@ -165,6 +168,7 @@ impl ShardState {
             shard,
             shards,
             outbox: mesh::Outbox::new(shards),
+            progressed: Vec::new(),
             outbox_kick: async_channel::bounded(1).0,
             runs: HashMap::new(),
             known: HashMap::new(),
@@ -275,6 +279,7 @@ impl ShardState {
                 moved |= run.graph.pump(at, cx!(self));
             }
             moved |= self.dispatch_sinks();
+            self.note_progress(at.now.physical_ns);
             moved |= self.answer_resolved();
             if !moved {
                 break;
@@ -345,7 +350,7 @@ impl ShardState {
                 }
             },
             mesh::MeshMsg::AckOps(ops) => {
-                let refused = mesh::apply_ops(&mut self.slab, &ops);
+                let refused = mesh::apply_ops(&mut self.slab, &ops, &mut self.progressed);
                 self.counters.stale_acks += refused as u64;
             }
         }

@@ -222,6 +222,7 @@ impl ShardState {
 
     fn resolve_frame(&mut self, frame: &Frame, accepted: bool) {
         for run in &frame.acks {
+            self.progressed.push(run.root);
             let result = if accepted {
                 self.slab.ack(run.root, run.rows as u64)
             } else {
