@@ -84,6 +84,13 @@ struct CompareArguments {
 
 fn main() -> ExitCode {
     nervix::allocator::tune();
+    // Engine warnings (stalls, refusals) go to stderr; NERVIX_LOG overrides the level.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NERVIX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let arguments = Arguments::parse();
     let outcome = match arguments.command {
         Command::ProducerFilterMap(run) => run_scenario(Transport::Loopback, &run),
