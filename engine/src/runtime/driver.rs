@@ -143,6 +143,33 @@ type Listen = (
     std::sync::mpsc::Sender<Result<SocketAddr, String>>,
 );
 
+/// How long a task may keep the shard before it goes back to the reactor (so timers, other
+/// connections and the flush ticker run): a backlog of ready commands or frames would
+/// otherwise be handled in one poll.
+pub const MAX_RUN_BEFORE_YIELD_NS: u64 = 500_000;
+
+/// Yields to the reactor once a task has run [`MAX_RUN_BEFORE_YIELD_NS`] since it last did.
+pub(crate) struct Fairness {
+    since_ns: u64,
+}
+
+impl Fairness {
+    pub(crate) fn new() -> Fairness {
+        Fairness {
+            since_ns: super::clock::physical_ns(),
+        }
+    }
+
+    pub(crate) async fn yield_if_due(&mut self) {
+        let now = super::clock::physical_ns();
+        if now.saturating_sub(self.since_ns) >= MAX_RUN_BEFORE_YIELD_NS {
+            // A timer, not `yield_now`: other task queues run only once this one parks.
+            glommio::timer::sleep(Duration::from_micros(1)).await;
+            self.since_ns = super::clock::physical_ns();
+        }
+    }
+}
+
 /// How long the driver waits before retrying a full mesh channel, and a mesh reader before
 /// looking again whether inbound frames found room.
 const MESH_RETRY_US: u64 = 200;
@@ -257,15 +284,22 @@ pub async fn shard_main(
     let ticks = ctx.task_queue("ticker");
     let ticker = ctx.spawn_into(&ticks, async move {
         loop {
-            let sleep_ns = {
+            let (sleep_ns, more_work) = {
                 let shard = ticker_state.borrow();
                 let now = super::clock::physical_ns();
-                match shard.next_wake_ns() {
+                let sleep_ns = match shard.next_wake_ns() {
                     Some(at) => at.saturating_sub(now),
                     None => MAX_TICK_SLEEP_MS * 1_000_000,
                 }
-                .min(MAX_TICK_SLEEP_MS * 1_000_000)
+                .min(MAX_TICK_SLEEP_MS * 1_000_000);
+                (sleep_ns, shard.more_work)
             };
+            if more_work {
+                // Deferred admission: let every other task run once, then continue it.
+                glommio::timer::sleep(Duration::from_micros(1)).await;
+                ticker_state.borrow_mut().tick();
+                continue;
+            }
             if sleep_ns > 0 {
                 ticker_state.borrow_mut().ticker_sleeps_until_ns =
                     super::clock::physical_ns().saturating_add(sleep_ns);
@@ -285,7 +319,9 @@ pub async fn shard_main(
     }
     let (outbox_kick, outbox_kicked) = async_channel::bounded::<()>(1);
     state.borrow_mut().outbox_kick = outbox_kick;
+    let mut fairness = Fairness::new();
     loop {
+        fairness.yield_if_due().await;
         let pending = drain_outbox(&state, &ctx.mesh);
         let wake = async {
             if pending {

@@ -60,7 +60,9 @@ pub async fn serve_connection(state: Rc<RefCell<ShardState>>, stream: glommio::n
     let mut buffer = vec![0u8; READ_CHUNK_BYTES];
     let mut producers: Vec<u64> = Vec::new();
     let mut consumers: Vec<u64> = Vec::new();
+    let mut fairness = super::driver::Fairness::new();
     'read: loop {
+        fairness.yield_if_due().await;
         let read = match reader.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,

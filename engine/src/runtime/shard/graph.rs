@@ -168,6 +168,10 @@ pub struct Graph {
     state_arrived: bool,
     /// The earliest deadline armed since the shard last asked, in physical ns.
     armed_ns: Option<u64>,
+    /// Relay frames the pump may still hand to consumers in this step (unbounded outside a
+    /// step), and whether it stopped with frames left because of it.
+    pub deliver_budget: usize,
+    pub deferred: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -268,6 +272,8 @@ impl Graph {
             broadcast_state: Vec::new(),
             state_arrived: false,
             armed_ns: None,
+            deliver_budget: usize::MAX,
+            deferred: false,
             plan,
         }
     }
@@ -851,9 +857,14 @@ impl Graph {
                     if !consumers.iter().all(|c| self.ready(*c)) {
                         break;
                     }
+                    if self.deliver_budget == 0 {
+                        self.deferred = true;
+                        break;
+                    }
                     let Some(popped) = self.relays[relay].buffer.pop() else {
                         break;
                     };
+                    self.deliver_budget -= 1;
                     moved = true;
                     for consumer in consumers {
                         self.deliver(consumer, relay, &popped.frame, at, cx);

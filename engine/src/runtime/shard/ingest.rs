@@ -25,6 +25,11 @@ use crate::validate::route::Field;
 
 /// Rounds of admit → pump → dispatch → answer one step may run before yielding.
 pub const MAX_STEP_ROUNDS: usize = 64;
+/// Batches one step admits at most; the rest wait for the next step, so one task poll never
+/// holds the shard for a whole queue of batches (FLUSH IMMEDIATE deadlines wait behind it).
+pub const MAX_ADMITS_PER_STEP: usize = 2;
+/// Relay frames one step hands to consumers at most, for the same reason.
+pub const MAX_FRAMES_PER_STEP: usize = 8;
 /// The most batches one producer may ask to have outstanding.
 pub const MAX_PRODUCER_CREDIT_BATCHES: u32 = 1_024;
 /// The most bytes one producer may ask to have outstanding (256 MiB).
@@ -304,13 +309,16 @@ impl ShardState {
     }
 
     /// Admits queued batches while windows have room and ingestors are not blocked.
-    pub(super) fn admit(&mut self, at: Instant) -> bool {
+    /// Admits at most `budget` batches; returns whether any moved and how many were admitted.
+    pub(super) fn admit(&mut self, at: Instant, budget: usize) -> (bool, usize) {
         let mut moved = false;
+        let mut admitted_now = 0usize;
         let mut answers: Vec<(u64, u64, Outcome)> = Vec::new();
         for (domain, run) in self.runs.iter_mut() {
             for (index, admission) in run.admission.iter_mut().enumerate() {
                 while admission.admitted < admission.window.max_outstanding
                     && run.graph.ingestor_ready(index)
+                    && admitted_now < budget
                 {
                     let Some(queued) = admission.queue.pop_front() else {
                         break;
@@ -329,6 +337,7 @@ impl ShardState {
                     let _ = self.slab.close_intake(root);
                     admission.admitted += 1;
                     admission.admitted_batches_total += 1;
+                    admitted_now += 1;
                     self.counters.rows_admitted += rows;
                     self.counters.bytes_admitted += queued.bytes;
                     self.admitted.insert(
@@ -350,7 +359,18 @@ impl ShardState {
         for (producer, seq, outcome) in answers {
             self.answer(producer, seq, outcome);
         }
-        moved
+        (moved, admitted_now)
+    }
+
+    /// Whether batches wait in a queue while their ingestor's window has room.
+    pub(super) fn admissible_waiting(&self) -> bool {
+        self.runs.values().any(|run| {
+            run.admission.iter().enumerate().any(|(index, a)| {
+                !a.queue.is_empty()
+                    && a.admitted < a.window.max_outstanding
+                    && run.graph.ingestor_ready(index)
+            })
+        })
     }
 
     /// A payload root resolved: its window slot frees and its producer hears the outcome.

@@ -138,6 +138,8 @@ pub struct ShardState {
     pub kick: async_channel::Sender<()>,
     /// The physical instant the ticker sleeps until (0 while it is awake and ticking).
     pub ticker_sleeps_until_ns: u64,
+    /// Queued batches wait for a step that admission's per-step budget deferred.
+    pub more_work: bool,
     pub counters: ShardCounters,
     /// Where FILE clients' relative roots live.
     pub data_dir: std::path::PathBuf,
@@ -181,6 +183,7 @@ impl ShardState {
             resolved: Vec::new(),
             kick,
             ticker_sleeps_until_ns: 0,
+            more_work: false,
             counters: ShardCounters::default(),
             data_dir,
         }
@@ -272,9 +275,15 @@ impl ShardState {
 
     /// One round of work until nothing moves.
     pub fn step(&mut self) {
+        for run in self.runs.values_mut() {
+            run.graph.deliver_budget = ingest::MAX_FRAMES_PER_STEP;
+            run.graph.deferred = false;
+        }
+        let mut budget = ingest::MAX_ADMITS_PER_STEP;
         for _ in 0..ingest::MAX_STEP_ROUNDS {
             let at = self.instant();
-            let mut moved = self.admit(at);
+            let (mut moved, admitted) = self.admit(at, budget);
+            budget -= admitted;
             for run in self.runs.values_mut() {
                 moved |= run.graph.pump(at, cx!(self));
             }
@@ -287,6 +296,17 @@ impl ShardState {
         }
         if !self.outbox.is_empty() {
             let _ = self.outbox_kick.try_send(());
+        }
+        // Work left for the next step (admissions, relay frames past the step's budget): the
+        // ticker continues it after letting other tasks run.
+        let mut deferred = false;
+        for run in self.runs.values_mut() {
+            deferred |= run.graph.deferred;
+            run.graph.deliver_budget = usize::MAX;
+        }
+        self.more_work = deferred || self.admissible_waiting();
+        if self.more_work {
+            let _ = self.kick.try_send(());
         }
         // A buffer armed a deadline earlier than the ticker's: wake it (FLUSH IMMEDIATE's
         // 100 µs window must not wait for a sleep computed before the rows arrived).
@@ -361,6 +381,7 @@ impl ShardState {
     pub fn tick(&mut self) {
         let at = self.instant();
         for run in self.runs.values_mut() {
+            run.graph.deliver_budget = ingest::MAX_FRAMES_PER_STEP;
             run.graph.tick(at, cx!(self));
         }
         self.time_out(at);
