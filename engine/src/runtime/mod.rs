@@ -188,7 +188,7 @@ impl DataPlane {
             if deployed.get(name) == Some(&fingerprint) {
                 continue;
             }
-            match plan::build(catalog, domain, &self.data_dir) {
+            match plan::build(domain, &self.data_dir) {
                 Ok(plan) => reconcile.deploy.push((Arc::new(plan), fingerprint)),
                 Err(error) => {
                     tracing::error!("domain '{name}' cannot run: {error}");

@@ -133,6 +133,12 @@ pub fn render(stats: &[ShardStats]) -> String {
         per_shard(&|s| s.counters.rows_delivered),
     );
     counter(
+        "nervix_file_write_failures_total",
+        "File appends that failed and were retried on the emitter's RETRY POLICY.",
+        "counter",
+        per_shard(&|s| s.counters.file_write_failures),
+    );
+    counter(
         "nervix_ack_roots_open",
         "Payloads awaiting their acknowledgement.",
         "gauge",

@@ -29,7 +29,7 @@ use nervix_nspl::ast::{
 use nervix_nspl::ObjectKind;
 use nervix_nspl::Statement;
 
-use crate::catalog::{Catalog, Domain, Entity, EntityKey};
+use crate::catalog::{Domain, Entity, EntityKey};
 use crate::types::TypedExpr;
 use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
@@ -266,12 +266,7 @@ impl<'e> TypedIndex<'e> {
 }
 
 /// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots.
-pub fn build(
-    catalog: &Catalog,
-    domain: &Domain,
-    data_dir: &std::path::Path,
-) -> Result<DomainPlan, PlanError> {
-    let _ = catalog;
+pub fn build(domain: &Domain, data_dir: &std::path::Path) -> Result<DomainPlan, PlanError> {
     let mut builder = Builder {
         domain,
         data_dir,

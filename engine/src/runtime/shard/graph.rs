@@ -22,7 +22,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
-use nervix_nspl::ast::GeneralErrorPolicy;
 use std::num::NonZeroUsize;
 
 use arrow_select::filter::FilterBuilder;
@@ -276,6 +275,20 @@ impl Graph {
             deferred: false,
             plan,
         }
+    }
+
+    /// Every node, ingestors first (`with_ingestors`), then processors, then emitters.
+    fn node_refs(&self, with_ingestors: bool) -> Vec<NodeRef> {
+        let ingestors = if with_ingestors {
+            self.ingestors.len()
+        } else {
+            0
+        };
+        (0..ingestors)
+            .map(NodeRef::Ingestor)
+            .chain((0..self.processors.len()).map(NodeRef::Processor))
+            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
+            .collect()
     }
 
     fn node_mut(&mut self, node: NodeRef) -> &mut Node {
@@ -881,11 +894,7 @@ impl Graph {
 
     fn retry_blocked(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
         let mut moved = false;
-        let nodes: Vec<NodeRef> = (0..self.ingestors.len())
-            .map(NodeRef::Ingestor)
-            .chain((0..self.processors.len()).map(NodeRef::Processor))
-            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect();
+        let nodes = self.node_refs(true);
         for node in nodes {
             while let Some((relay, frame)) = self.node_mut(node).blocked.pop_front() {
                 match self.try_publish(node, relay, frame, at, cx) {
@@ -927,10 +936,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let nodes: Vec<NodeRef> = (0..self.processors.len())
-            .map(NodeRef::Processor)
-            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect();
+        let nodes = self.node_refs(false);
         for node in nodes {
             let mut released = Vec::new();
             if let Some(collector) = self.node_mut(node).collect.as_mut() {
@@ -1065,10 +1071,7 @@ impl Graph {
         if !std::mem::take(&mut self.state_arrived) {
             return false;
         }
-        let nodes: Vec<NodeRef> = (0..self.processors.len())
-            .map(NodeRef::Processor)
-            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect();
+        let nodes = self.node_refs(false);
         let mut moved = false;
         for node in nodes {
             let waiting = std::mem::take(&mut self.node_mut(node).waiting);
@@ -1087,10 +1090,7 @@ impl Graph {
         for states in &mut self.states {
             states.remove(key);
         }
-        let nodes: Vec<NodeRef> = (0..self.processors.len())
-            .map(NodeRef::Processor)
-            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect();
+        let nodes = self.node_refs(false);
         for node in nodes {
             let waiting = std::mem::take(&mut self.node_mut(node).waiting);
             for (relay, frame) in waiting {
@@ -1159,11 +1159,7 @@ impl Graph {
     /// Processor and ingestor frames go to their target relays, emitter frames to their sinks.
     fn flush_routes(&mut self, force: Option<Option<&BranchKey>>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
-        let nodes: Vec<NodeRef> = (0..self.ingestors.len())
-            .map(NodeRef::Ingestor)
-            .chain((0..self.processors.len()).map(NodeRef::Processor))
-            .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect();
+        let nodes = self.node_refs(true);
         let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
         for node in nodes {
             let routes = match node {
@@ -1216,11 +1212,6 @@ impl Graph {
             physical = min_opt(physical, table.next_expiry_ns());
         }
         (logical, physical)
-    }
-
-    /// Whether an ingestor's general errors are logged.
-    pub fn general_policy(&self, ingestor: usize) -> GeneralErrorPolicy {
-        self.plan.ingestors[ingestor].general_error
     }
 
     /// Rows held anywhere in the graph (relay buffers, blocked frames, emitter queues).

@@ -157,6 +157,8 @@ pub struct ShardCounters {
     pub bytes_admitted: u64,
     pub rows_delivered: u64,
     pub stale_acks: u64,
+    /// File appends that failed and wait for their retry.
+    pub file_write_failures: u64,
 }
 
 impl ShardState {

@@ -56,12 +56,9 @@ pub struct FileSinkHandle {
     pub completions: Option<async_channel::Receiver<FileCompletion>>,
     in_flight: HashMap<u64, Frame>,
     next_job: u64,
-    pub path: PathBuf,
-    pub written_rows: u64,
     /// The next retry's delay, and when writing may resume (0: not waiting).
     backoff_ms: u64,
     retry_at_ns: u64,
-    pub failed_writes: u64,
 }
 
 impl FileSinkHandle {
@@ -83,11 +80,8 @@ impl FileSinkHandle {
             completions: Some(completions),
             in_flight: HashMap::new(),
             next_job: 1,
-            path,
-            written_rows: 0,
             backoff_ms: 0,
             retry_at_ns: 0,
-            failed_writes: 0,
         })
     }
 }
@@ -354,13 +348,7 @@ impl ShardState {
             }
         }
         for frame in acked {
-            self.resolve_frame(
-                &Frame {
-                    acks: frame.acks.clone(),
-                    ..frame
-                },
-                true,
-            );
+            self.resolve_frame(&frame, true);
         }
         moved
     }
@@ -387,7 +375,7 @@ impl ShardState {
             let delay_ms = file.backoff_ms.clamp(base_ms, max_ms.max(base_ms));
             file.backoff_ms = delay_ms.saturating_mul(2).min(max_ms.max(base_ms));
             file.retry_at_ns = crate::runtime::clock::physical_ns() + delay_ms * 1_000_000;
-            file.failed_writes += 1;
+            self.counters.file_write_failures += 1;
             tracing::error!("emitter '{name}': {error}; retrying in {delay_ms} ms");
             queue.ready.push_front(frame);
             self.step();
@@ -395,7 +383,6 @@ impl ShardState {
         }
         file.backoff_ms = 0;
         file.retry_at_ns = 0;
-        file.written_rows += frame.num_rows() as u64;
         queue.delivered_rows += frame.num_rows() as u64;
         self.counters.rows_delivered += frame.num_rows() as u64;
         if resolves_here {
