@@ -3,6 +3,8 @@
 //! each script over a real loopback TCP connection, with the crate's own frame encoding and
 //! decoder.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,58 +12,10 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use nervix_net::batch::encode_batch;
 use nervix_net::client::{ClientError, Consumer, ConsumerOptions, Session};
-use nervix_net::session::frame::{
-    ConsumerEndReason, ConsumerRefusal, ExpectedField, Frame, FrameDecoder,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// How long a peer waits for a frame the script expects.
-const WAIT: Duration = Duration::from_secs(10);
-
-/// The server's side of a session, driven by a test script.
-struct Peer {
-    stream: TcpStream,
-    decoder: FrameDecoder,
-    buf: Vec<u8>,
-}
+use nervix_net::session::frame::{ConsumerEndReason, ConsumerRefusal, ExpectedField, Frame};
+use support::peer::{connect, Peer};
 
 impl Peer {
-    async fn recv(&mut self) -> Frame {
-        tokio::time::timeout(WAIT, self.try_recv())
-            .await
-            .expect("the client sent no frame in time")
-            .expect("the client closed the connection")
-    }
-
-    async fn try_recv(&mut self) -> Option<Frame> {
-        loop {
-            if let Some(frame) = self
-                .decoder
-                .next_frame()
-                .expect("the client's frames decode")
-            {
-                return Some(frame);
-            }
-            let n = self.stream.read(&mut self.buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.decoder.push(&self.buf[..n]);
-        }
-    }
-
-    async fn silence(&mut self, d: Duration) {
-        if let Ok(frame) = tokio::time::timeout(d, self.try_recv()).await {
-            panic!("expected silence, got {frame:?}");
-        }
-    }
-
-    async fn send(&mut self, frame: Frame) {
-        let bytes = frame.encode().expect("the script's frames encode");
-        self.stream.write_all(&bytes).await.expect("peer write");
-    }
-
     async fn deliver(&mut self, consumer_id: u64, delivery_seq: u64, ipc: Vec<u8>) {
         self.send(Frame::Delivery {
             consumer_id,
@@ -85,21 +39,6 @@ impl Peer {
             other => panic!("expected an ack, got {other:?}"),
         }
     }
-}
-
-async fn connect() -> (Session, Peer) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (session, accepted) = tokio::join!(Session::connect(addr), listener.accept());
-    let (stream, _) = accepted.unwrap();
-    (
-        session.unwrap(),
-        Peer {
-            stream,
-            decoder: FrameDecoder::new(),
-            buf: vec![0; 1 << 20],
-        },
-    )
 }
 
 /// The emitter's TO SCHEMA: `region STRING, amount_cents I64 OPTIONAL`.
@@ -367,7 +306,7 @@ async fn a_garbage_frame_ends_the_session_with_a_protocol_error() {
     body.extend_from_slice(&u32::MAX.to_be_bytes());
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
-    peer.stream.write_all(&frame).await.unwrap();
+    peer.send_raw(&frame).await;
     let err = consumer.next().await.unwrap_err();
     assert!(matches!(err, ClientError::Protocol(_)), "{err:?}");
     assert!(!err.is_retryable());

@@ -1,0 +1,3 @@
+//! Helpers shared by the client tests.
+
+pub mod peer;
