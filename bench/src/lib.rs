@@ -9,10 +9,12 @@
 //! junction `contains` filter + `upper` map → client consumer, over loopback and in-process),
 //! their fixed-seed row generator ([`gen`]), results as a table and one JSON line
 //! ([`report`]), and the compare tool ([`compare`]); plus the criterion benchmarks of the NSPL
-//! front end and the console. Nexmark, HTTP endpoint and Kafka scenarios arrive with their
-//! connectors.
+//! front end and the console; and `http-filter-map` ([`http`]): keep-alive HTTP requests of
+//! JSON records into an HTTP ENDPOINT ingestor feeding the same junction. Nexmark and Kafka
+//! scenarios arrive with their connectors.
 
 pub mod compare;
 pub mod gen;
+pub mod http;
 pub mod report;
 pub mod scenario;

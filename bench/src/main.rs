@@ -36,6 +36,9 @@ enum Command {
     /// The same graph with the in-process producer and consumer.
     #[command(name = "producer-filter-map-inproc")]
     ProducerFilterMapInproc(RunArguments),
+    /// HTTP keep-alive JSON bodies → HTTP ENDPOINT → junction filter+map → in-process consumer.
+    #[command(name = "http-filter-map")]
+    HttpFilterMap(HttpArguments),
     /// Compare a run's JSON with a baseline's (JSON-lines files: the last record per scenario).
     Compare(CompareArguments),
     /// List the scenarios.
@@ -72,6 +75,28 @@ struct RunArguments {
 }
 
 #[derive(Args)]
+struct HttpArguments {
+    /// How long the clients send, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Data shards of the embedded node.
+    #[arg(long, default_value_t = NonZeroUsize::MIN)]
+    shards: NonZeroUsize,
+    /// Keep-alive connections, one request outstanding on each.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Pace to this many records per second in total (default: full speed).
+    #[arg(long, value_name = "RECORDS_PER_SEC")]
+    rate: Option<u64>,
+    /// Pin the shards to CPUs.
+    #[arg(long)]
+    pin: bool,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct CompareArguments {
     /// The baseline: a JSON result or JSON lines (e.g. perf/history.jsonl).
     baseline: std::path::PathBuf,
@@ -95,9 +120,13 @@ fn main() -> ExitCode {
     let outcome = match arguments.command {
         Command::ProducerFilterMap(run) => run_scenario(Transport::Loopback, &run),
         Command::ProducerFilterMapInproc(run) => run_scenario(Transport::InProcess, &run),
+        Command::HttpFilterMap(run) => run_http(&run),
         Command::Compare(args) => run_compare(&args),
         Command::List => {
-            for (name, what) in scenario::SCENARIOS {
+            for (name, what) in scenario::SCENARIOS
+                .into_iter()
+                .chain([nervix_bench::http::SCENARIO])
+            {
                 println!("{name:<28} {what}");
             }
             Ok(ExitCode::SUCCESS)
@@ -135,6 +164,28 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
     .context("cannot start the tokio runtime")?;
     let result = runtime.block_on(scenario::run(transport, &settings))?;
     drop(runtime);
+    report(&result, args.json)
+}
+
+fn run_http(args: &HttpArguments) -> anyhow::Result<ExitCode> {
+    let settings = nervix_bench::http::HttpSettings {
+        seconds: args.seconds,
+        shards: args.shards,
+        connections: args.connections,
+        rate: args.rate,
+        pin: args.pin,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let result = runtime.block_on(nervix_bench::http::run(&settings))?;
+    drop(runtime);
+    report(&result, args.json)
+}
+
+/// Prints a run's table (and JSON line); exit 1 when rows out differ from matching rows in.
+fn report(result: &nervix_bench::report::RunResult, json: bool) -> anyhow::Result<ExitCode> {
     println!("{}", result.table());
     let passed = result.passed();
     if !passed {
@@ -156,7 +207,7 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
         result.rows_out,
         result.matching
     );
-    if args.json {
+    if json {
         println!("{}", result.to_json());
     }
     Ok(if passed {

@@ -72,8 +72,20 @@ pub struct RunSettings {
     pub client_threads: usize,
 }
 
-/// The graph every scenario runs.
+/// The graph the producer scenarios run.
 pub fn graph() -> String {
+    graph_with(
+        "CREATE CLIENT PRODUCER INGESTOR bench_in
+  FROM SCHEMA bench_row
+    MODE ACK PARALLEL MAX 64 ACK TIMEOUT 30s RETRY POLICY BACKOFF 1ms MAX 100ms
+    ON QUIESCE SUSPEND",
+    )
+}
+
+/// The bench graph with `ingestor_head` (statements before it, then the ingestor's head and
+/// source body up to its routes) feeding `rows_in`: junction `contains` filter + `upper` map →
+/// `rows_out` → the CLIENT CONSUMER emitter `bench_out`.
+pub fn graph_with(ingestor_head: &str) -> String {
     format!(
         "
 CREATE DOMAIN bench;
@@ -81,10 +93,7 @@ USE bench;
 CREATE SCHEMA bench_row (id I64, sent_ns I64, tenant STRING, text STRING);
 CREATE RELAY rows_in SCHEMA bench_row UNBRANCHED CAPACITY 64;
 CREATE RELAY rows_out SCHEMA bench_row UNBRANCHED CAPACITY 64;
-CREATE CLIENT PRODUCER INGESTOR bench_in
-  FROM SCHEMA bench_row
-    MODE ACK PARALLEL MAX 64 ACK TIMEOUT 30s RETRY POLICY BACKOFF 1ms MAX 100ms
-    ON QUIESCE SUSPEND
+{ingestor_head}
   TO rows_in
     INHERIT ALL
     UNBRANCHED
@@ -279,6 +288,7 @@ async fn run_in(
         shards: settings.shards,
         pin: settings.pin,
         session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listeners: Default::default(),
     })
     .await
     .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;

@@ -20,6 +20,8 @@ pub struct EmbeddedConfig {
     pub pin: bool,
     /// The session listener (port 0 picks a free one).
     pub session_addr: SocketAddr,
+    /// HTTP / HTTPS listeners for endpoint ingestors (none by default).
+    pub listeners: crate::runtime::http::DataListeners,
 }
 
 /// Why an embedded node could not start.
@@ -76,6 +78,7 @@ impl EmbeddedNode {
             pin: config.pin,
             session_addr: config.session_addr,
             data_dir: config.data_dir.clone(),
+            listeners: config.listeners.clone(),
         })?);
         control.attach_data_plane(data_plane.clone()).await;
         Ok(EmbeddedNode {

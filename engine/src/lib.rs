@@ -20,6 +20,7 @@ pub use nervix_nspl as nspl;
 pub mod allocator;
 pub mod alter;
 pub mod catalog;
+pub mod codec;
 pub mod console;
 pub mod control;
 pub mod embedded;

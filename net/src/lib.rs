@@ -16,4 +16,5 @@
 
 pub mod batch;
 pub mod client;
+pub mod http;
 pub mod session;

@@ -29,3 +29,4 @@ pub mod mesh;
 pub mod relay_buffer;
 pub mod runtime;
 pub mod stall;
+pub mod workers;

@@ -9,6 +9,14 @@
 //! is exact), ending the run with exit code 2. The wire format is read through
 //! [`nervix::console::protocol::ServerLine`], the same module that writes it.
 //!
+//! `UPLOAD RESOURCE r FROM '<path>'` whose `<path>` is a directory on this machine is not sent
+//! as text: the directory's regular files are packed into a tar archive (relative paths; a
+//! symbolic link or special file in it is refused, naming it) and streamed with the protocol's
+//! `\upload <resource> <byte count>` meta-command, answered like the statement would be. A
+//! path that exists here but is no directory is refused here; a path that does not exist here
+//! is sent as the statement, which names a directory on the node. Refusals of the upload, ours
+//! or the node's, point at the statement's start.
+//!
 //! Passwords come from NERVIX_PASSWORD or a prompt that does not echo, travel only in the
 //! `\auth` line, and never reach the history file: lines naming a password are not recorded.
 
@@ -24,8 +32,10 @@ use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
 use nervix::console::protocol::{ServerLine, MAX_META_LINE_BYTES};
 use nervix::console::DEFAULT_CONSOLE_ADDR;
+use nervix::control::bundle::pack_directory;
+use nervix_nspl::ast::catalog::CatalogStmt;
 use nervix_nspl::lexer::{lex, Punct, TokenKind};
-use nervix_nspl::{position, Position};
+use nervix_nspl::{position, Position, Statement};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
@@ -232,8 +242,7 @@ fn run_script(connection: &mut Connection, src: &str) -> anyhow::Result<Status> 
     };
     let mut stdout = io::stdout().lock();
     for piece in pieces {
-        connection.send(&format!("{}\n", piece.text))?;
-        let outcome = connection.answer(|line| {
+        let outcome = submit(connection, &piece.text, |line| {
             writeln!(stdout, "{line}").context(STDOUT_FAILED)?;
             Ok(())
         })?;
@@ -308,7 +317,7 @@ fn edit_lines(
         if blank && line.trim_start().starts_with('\\') {
             pending.borrow_mut().clear();
             connection.send(&format!("{}\n", line.trim_start()))?;
-            print_answer(&mut connection, &line, 0)?;
+            print_answer(&mut connection, None, &line, 0)?;
             if line.trim() == "\\quit" {
                 return Ok(Status::Success);
             }
@@ -319,8 +328,7 @@ fn edit_lines(
         text.push('\n');
         let (pieces, rest) = split_statements(&text);
         for piece in pieces {
-            connection.send(&format!("{}\n", piece.text))?;
-            print_answer(&mut connection, &text, piece.start)?;
+            print_answer(&mut connection, Some(&piece.text), &text, piece.start)?;
         }
         match rest {
             Some(start) => {
@@ -341,14 +349,24 @@ fn keeps_history(line: &str) -> bool {
         && !line.to_ascii_lowercase().contains("password")
 }
 
-/// Prints one answer: output lines to standard output, a refusal (positioned within `src`
-/// for a statement starting at `start`) to standard error.
-fn print_answer(connection: &mut Connection, src: &str, start: usize) -> anyhow::Result<()> {
+/// Submits `statement` (when given; otherwise what was sent is answered) and prints its
+/// answer: output lines to standard output, a refusal (positioned within `src` for a
+/// statement starting at `start`) to standard error.
+fn print_answer(
+    connection: &mut Connection,
+    statement: Option<&str>,
+    src: &str,
+    start: usize,
+) -> anyhow::Result<()> {
     let mut stdout = io::stdout().lock();
-    let outcome = connection.answer(|line| {
+    let print = |line: &str| {
         writeln!(stdout, "{line}").context(STDOUT_FAILED)?;
         Ok(())
-    })?;
+    };
+    let outcome = match statement {
+        Some(statement) => submit(connection, statement, print)?,
+        None => connection.answer(print)?,
+    };
     stdout.flush().context(STDOUT_FAILED)?;
     if let Outcome::Refused { at, message } = outcome {
         match at {
@@ -357,6 +375,62 @@ fn print_answer(connection: &mut Connection, src: &str, start: usize) -> anyhow:
         }
     }
     Ok(())
+}
+
+/// What to send for one statement.
+enum Submission {
+    /// The statement's text.
+    Text,
+    /// `\upload` of a client directory packed into this archive.
+    Upload { resource: String, archive: Vec<u8> },
+    /// Refused here, before anything was sent.
+    Refused(String),
+}
+
+/// Whether `statement` is an `UPLOAD RESOURCE` of a directory on this machine (see the
+/// module docs).
+fn submission(statement: &str) -> Submission {
+    let Ok(Statement::Catalog(CatalogStmt::UploadResource { resource, path })) =
+        nervix_nspl::parse_statement(statement)
+    else {
+        return Submission::Text;
+    };
+    let local = Path::new(&path);
+    match std::fs::metadata(local) {
+        Err(_) => Submission::Text,
+        Ok(meta) if !meta.is_dir() => Submission::Refused(format!(
+            "cannot upload '{path}': it is not a directory on this machine"
+        )),
+        Ok(_) => match pack_directory(local) {
+            Ok(archive) => Submission::Upload {
+                resource: resource.name,
+                archive,
+            },
+            Err(error) => Submission::Refused(format!("cannot upload '{path}': {error}")),
+        },
+    }
+}
+
+/// Sends one statement — or the `\upload` it stands for — and reads its answer.
+fn submit(
+    connection: &mut Connection,
+    statement: &str,
+    output: impl FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<Outcome> {
+    match submission(statement) {
+        Submission::Text => connection.send(&format!("{statement}\n"))?,
+        Submission::Upload { resource, archive } => {
+            let header = format!("\\upload {resource} {}\n", archive.len());
+            connection.send_bytes(&[header.as_bytes(), &archive].concat())?;
+        }
+        Submission::Refused(message) => {
+            return Ok(Outcome::Refused {
+                at: Some(Position { line: 1, col: 1 }),
+                message,
+            })
+        }
+    }
+    connection.answer(output)
 }
 
 /// Completion through `\complete`, over the pending statement and the line being edited.
@@ -558,9 +632,13 @@ impl Connection {
     }
 
     fn send(&mut self, text: &str) -> anyhow::Result<()> {
+        self.send_bytes(text.as_bytes())
+    }
+
+    fn send_bytes(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
         let stream = self.stream.get_mut();
         stream
-            .write_all(text.as_bytes())
+            .write_all(bytes)
             .and_then(|()| stream.flush())
             .context("cannot send to the console")
     }
@@ -697,6 +775,36 @@ mod tests {
         assert!(!keeps_history("  \\auth ops pw"));
         assert!(!keeps_history("ALTER USER ops SET PASSWORD 'x';"));
         assert!(!keeps_history("   "));
+    }
+
+    #[test]
+    fn only_uploads_of_client_paths_are_turned_into_archives() {
+        let dir = std::env::temp_dir().join(format!("nervix-cli-upload-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).expect("dir");
+        std::fs::write(dir.join("sub/ca.pem"), b"pem").expect("file");
+        let upload = |path: &Path| format!("UPLOAD RESOURCE certs FROM '{}';", path.display());
+        assert!(matches!(submission("SHOW RESOURCES;"), Submission::Text));
+        assert!(matches!(
+            submission(&upload(&dir.join("not-here"))),
+            Submission::Text
+        ));
+        match submission(&upload(&dir.join("sub/ca.pem"))) {
+            Submission::Refused(message) => {
+                assert!(
+                    message.ends_with("it is not a directory on this machine"),
+                    "{message}"
+                )
+            }
+            _ => panic!("a file is no directory"),
+        }
+        match submission(&upload(&dir)) {
+            Submission::Upload { resource, archive } => {
+                assert_eq!(resource, "certs");
+                assert_eq!(archive.len() % 512, 0, "whole tar blocks");
+            }
+            _ => panic!("a client directory is uploaded"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

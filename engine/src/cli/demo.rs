@@ -64,6 +64,7 @@ async fn demo(seconds: u64) -> anyhow::Result<()> {
         shards: std::num::NonZeroUsize::MIN,
         pin: false,
         session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listeners: Default::default(),
     })
     .await
     .with_context(|| format!("cannot start the demo node in {}", data_dir.display()))?;

@@ -52,6 +52,15 @@ pub struct ServeArguments {
     /// Session protocol listener (client producers and consumers).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:47392")]
     session_addr: SocketAddr,
+    /// HTTP (and WebSocket) listener for endpoint ingestors of plain VHOSTs, on every shard.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    http_addr: SocketAddr,
+    /// HTTPS (and WSS) listener for TLS VHOSTs, on every shard.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    https_addr: SocketAddr,
+    /// Request bodies larger than this are answered 413.
+    #[arg(long, value_name = "BYTES", default_value_t = nervix::runtime::http::DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
     /// `/metrics`, `/livez` and `/readyz` listener.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
     metrics_addr: SocketAddr,
@@ -160,6 +169,11 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
             pin: !arguments.no_pin,
             session_addr: arguments.session_addr,
             data_dir: data_dir.clone(),
+            listeners: nervix::runtime::http::DataListeners {
+                http_addr: Some(arguments.http_addr),
+                https_addr: Some(arguments.https_addr),
+                max_body_bytes: arguments.max_body_bytes,
+            },
         })
         .context("cannot start the data plane")?,
     );

@@ -41,6 +41,23 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         statement: &str,
     ) -> impl Future<Output = Reply> + Send;
 
+    /// Installs `archive` (a tar of at most [`crate::control::bundle::MAX_RESOURCE_UPLOAD_BYTES`]
+    /// bytes, received with `\upload`) as the next version of `resource`. The console has
+    /// already checked the session's role may upload. A backend without resources keeps the
+    /// default, which refuses.
+    fn upload(
+        &self,
+        session: &mut Self::Session,
+        resource: &str,
+        archive: Vec<u8>,
+    ) -> impl Future<Output = Reply> + Send {
+        let _ = (session, archive);
+        std::future::ready(Reply::refused(
+            Span::new(0, 0),
+            format!("this console cannot store resources: '{resource}' not uploaded"),
+        ))
+    }
+
     /// Completion candidates for `text` with the cursor at byte offset `cursor`.
     fn complete(&self, session: &Self::Session, text: &str, cursor: usize) -> Vec<Completion>;
 

@@ -3,7 +3,8 @@
 //!
 //! The module owns the wire and the door, nothing behind them: [`protocol`] is the line
 //! protocol as a pure state machine (framing, statement ends, meta-commands, positions,
-//! bounds), [`auth`] is credentials and role checks, [`server`] binds the listener and runs one
+//! bounds; `upload.rs` holds its `\upload` part, the resource archives `nervix console`
+//! sends), [`auth`] is credentials and role checks, [`server`] binds the listener and runs one
 //! task per connection that drives the machine against a [`backend::ConsoleBackend`] — the
 //! node's implementation, which owns the catalog, users and execution. Splitting it this way
 //! makes every protocol rule testable without sockets and every server rule testable without a

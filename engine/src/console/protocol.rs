@@ -16,7 +16,8 @@
 //!   `\auth <user> <password>` (the password is the rest of the line), `\complete <byte offset>
 //!   <text>` (each candidate is an output line `<replace from> <candidate>`: the candidate
 //!   replaces the text's bytes from that offset to the cursor), and `\quit` (answers `OK`, then
-//!   the server closes).
+//!   the server closes). `\upload <resource> <byte count>` is followed by exactly that many
+//!   bytes of a tar archive and is answered like a statement (see `upload.rs`).
 //! - Before authentication, statements and `\complete` are answered
 //!   `ERROR 1:1 not authenticated: use \auth <user> <password>`; statements are then only
 //!   scanned, never buffered, so an unauthenticated peer holds at most one meta line.
@@ -95,6 +96,9 @@ pub enum Action {
     Execute { statement: String },
     /// Ask the backend for completions, then call [`Protocol::completed`].
     Complete { cursor: usize, text: String },
+    /// Install this archive (all of an accepted `\upload`'s bytes) as the next version of
+    /// `resource` with the backend, then call [`Protocol::uploaded`].
+    Upload { resource: String, archive: Vec<u8> },
     /// Everything received is answered: feed more input (or [`Protocol::end_of_input`]).
     NeedInput,
     /// A request is outstanding: deliver its result first (a driver error).
@@ -121,6 +125,11 @@ impl fmt::Debug for Action {
                 .debug_struct("Complete")
                 .field("cursor", cursor)
                 .field("text", text)
+                .finish(),
+            Action::Upload { resource, archive } => f
+                .debug_struct("Upload")
+                .field("resource", resource)
+                .field("archive_bytes", &archive.len())
                 .finish(),
             Action::NeedInput => f.write_str("NeedInput"),
             Action::Pending => f.write_str("Pending"),
@@ -192,6 +201,10 @@ enum Mode {
     MetaOverflow,
     /// An over-long statement, skipped (still scanned) to its `;`.
     DiscardStatement,
+    /// An accepted `\upload`'s archive bytes, arriving.
+    Upload(upload::Receiving),
+    /// A refused `\upload`'s remaining archive bytes, skipped unbuffered.
+    SkipUpload(u64),
 }
 
 /// The request whose result the machine waits for.
@@ -199,6 +212,7 @@ enum Awaiting {
     Auth { user: String },
     Execute,
     Complete,
+    Upload,
 }
 
 /// One connection's protocol state; see the module documentation.
@@ -372,6 +386,12 @@ impl Protocol {
     /// Consumes input until a request, queued output, closing, or the input's end.
     fn consume_input(&mut self) -> Option<Action> {
         while self.input_at < self.input.len() && self.out.is_empty() && !self.closing {
+            if matches!(self.mode, Mode::Upload(_) | Mode::SkipUpload(_)) {
+                if let Some(action) = self.upload_input() {
+                    return Some(action);
+                }
+                continue;
+            }
             let byte = self.input[self.input_at];
             self.input_at += 1;
             if let Some(action) = self.byte(byte) {
@@ -414,6 +434,11 @@ impl Protocol {
                 None
             }
             Mode::Statement => self.statement_byte(byte),
+            Mode::Upload(_) | Mode::SkipUpload(_) => {
+                // Archive bytes go in bulk: give this one back and take it with the rest.
+                self.input_at -= 1;
+                self.upload_input()
+            }
         }
     }
 
@@ -535,6 +560,7 @@ impl Protocol {
         match command {
             "auth" => self.meta_auth(rest),
             "complete" => self.meta_complete(rest),
+            "upload" => self.meta_upload(rest),
             "quit" if rest.trim().is_empty() => {
                 self.out.push_back("OK".into());
                 self.closing = true;
@@ -665,6 +691,9 @@ fn is_identifier(name: &str) -> bool {
         .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
+
+#[path = "upload.rs"]
+mod upload;
 
 #[cfg(test)]
 #[path = "protocol_tests.rs"]

@@ -38,6 +38,10 @@ fn run(security: Security, chunks: &[&str]) -> Vec<String> {
             Action::Complete { cursor, text } => {
                 protocol.completed(nervix_nspl::complete(&text, cursor, &NoCatalog));
             }
+            Action::Upload { resource, archive } => {
+                let text = String::from_utf8_lossy(&archive).replace('\n', "|");
+                protocol.uploaded(Reply::ok(vec![format!("{resource} <- {text}")]));
+            }
             Action::Pending => panic!("the driver answers every request"),
             Action::Close => return lines,
         }
@@ -379,4 +383,94 @@ fn server_lines_parse() {
         }
     );
     assert_eq!(ServerLine::parse(GREETING), ServerLine::Other(GREETING));
+}
+
+#[test]
+fn uploads_take_exactly_their_bytes_unscanned() {
+    let ran = ["  ran SHOW DOMAINS;", "OK"];
+    // Split anywhere, holding what would end a statement or start a meta-command.
+    expect(
+        Security::Required,
+        &[
+            AUTH_OPS,
+            "\\upload certs 9\n\\x;",
+            "\n'; -",
+            "-SHOW DOMAINS;",
+        ],
+        &authed(&["  certs <- \\x;|'; --", "OK"][..])
+            .iter()
+            .map(String::as_str)
+            .chain(ran)
+            .collect::<Vec<_>>(),
+    );
+    // An empty archive is complete at once (the backend refuses it; here it echoes).
+    expect(
+        Security::Insecure,
+        &["\\upload certs 0\nSHOW DOMAINS;"],
+        &["  certs <- ", "OK", ran[0], ran[1]],
+    );
+    // The input ending inside the archive drops it unanswered.
+    expect(
+        Security::Insecure,
+        &["\\upload certs 10\nabc"],
+        &[] as &[&str],
+    );
+}
+
+#[test]
+fn refused_uploads_skip_their_bytes_and_stay_in_step() {
+    let not_authenticated = "ERROR 1:1 not authenticated: use \\auth <user> <password>";
+    expect(
+        Security::Required,
+        &["\\upload certs 4\n;;;;SHOW DOMAINS;"],
+        &[not_authenticated, not_authenticated],
+    );
+    expect(
+        Security::Required,
+        &[
+            "\\auth reader pw\n",
+            "\\upload certs 3\nab",
+            "cSHOW DOMAINS;",
+        ],
+        &[
+            "  authenticated as reader with role READER",
+            "OK",
+            "ERROR 1:1 role READER may only run SHOW, DESCRIBE and USE",
+            "  ran SHOW DOMAINS;",
+            "OK",
+        ],
+    );
+    let usage = "ERROR 1:1 usage: \\upload <resource> <byte count>, then that many bytes of tar";
+    expect(
+        Security::Insecure,
+        &["\\upload certs\n\\upload certs -1\n\\upload Certs 2\nxySHOW DOMAINS;"],
+        &[
+            usage,
+            usage,
+            "ERROR 1:1 'Certs' is not a resource name",
+            "  ran SHOW DOMAINS;",
+            "OK",
+        ],
+    );
+    expect(
+        Security::Insecure,
+        &["\\upload certs 33554433\n", "SHOW DOMAINS;"],
+        &[
+            "ERROR 1:1 an upload holds at most 33554432 bytes of archive; this one announces \
+           33554433: its bytes are skipped",
+        ],
+    );
+}
+
+#[test]
+fn upload_actions_keep_archives_out_of_debug_output() {
+    let action = Action::Upload {
+        resource: "certs".into(),
+        archive: b"secret key".to_vec(),
+    };
+    let shown = format!("{action:?}");
+    assert!(
+        shown.contains("archive_bytes: 10") && !shown.contains("secret"),
+        "{shown}"
+    );
 }

@@ -319,6 +319,17 @@ where
                 };
                 protocol.executed(&statement, reply);
             }
+            Action::Upload { resource, archive } => {
+                healthy = writer.flush().await.is_ok();
+                let reply = match session.as_mut() {
+                    Some(session) => backend.upload(session, &resource, archive).await,
+                    None => super::backend::Reply::refused(
+                        nervix_nspl::Span::new(0, 0),
+                        super::protocol::NOT_AUTHENTICATED,
+                    ),
+                };
+                protocol.uploaded(reply);
+            }
             Action::Complete { cursor, text } => {
                 let candidates = session
                     .as_ref()

@@ -28,6 +28,15 @@ impl ConsoleBackend for ControlNode {
         ControlNode::execute(self, session, statement).await
     }
 
+    async fn upload(
+        &self,
+        session: &mut ControlSession,
+        resource: &str,
+        archive: Vec<u8>,
+    ) -> Reply {
+        self.upload_archive(session, resource, archive).await
+    }
+
     fn complete(&self, session: &ControlSession, text: &str, cursor: usize) -> Vec<Completion> {
         self.read(|catalog| {
             let names = super::complete::CatalogNames {

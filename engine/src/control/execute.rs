@@ -685,42 +685,84 @@ impl ControlNode {
         Ok(Vec::new())
     }
 
-    /// UPLOAD RESOURCE r FROM '<dir>': copies a directory on this node into a new version.
+    /// UPLOAD RESOURCE r FROM '<dir>': copies a directory on this node into a new version (the
+    /// statement as a raw console session sends it; `nervix console` sends a directory on the
+    /// client as an archive instead, see [`ControlNode::upload_archive`]).
     async fn upload_resource(
         &self,
         resource: &nervix_nspl::ast::Ident,
         path: &str,
         span: Span,
     ) -> Result<Vec<String>, CatalogError> {
+        let source = PathBuf::from(path);
+        let shown = path.to_owned();
+        self.install_resource_version(&resource.name, resource.span, span, move |target| {
+            copy_bundle(&source, target)
+                .map_err(|reason| format!("cannot upload '{shown}': {reason}"))
+        })
+        .await
+    }
+
+    /// `\upload <resource> <bytes>` from a console session: unpacks `archive` (a tar, bounded
+    /// by [`super::bundle::MAX_RESOURCE_UPLOAD_BYTES`] before it got here) into the next
+    /// version of `resource`; refusals point at 1:1, the start of the statement the client
+    /// turned into the upload. The console has already checked the session's role.
+    pub async fn upload_archive(
+        &self,
+        session: &ControlSession,
+        resource: &str,
+        archive: Vec<u8>,
+    ) -> Reply {
+        let span = Span::new(0, 0);
+        if let Err(error) = self.refuse_in_transaction(session, span, "resource management") {
+            return refusal(error);
+        }
+        let shown = resource.to_owned();
+        let result = self
+            .install_resource_version(resource, span, span, move |target| {
+                super::bundle::unpack_archive(&archive, target)
+                    .map_err(|reason| format!("cannot upload to resource '{shown}': {reason}"))
+            })
+            .await;
+        match result {
+            Ok(lines) => Reply::ok(lines),
+            Err(error) => refusal(error),
+        }
+    }
+
+    /// Makes the next version of `name` from what `fill` writes into a staging directory
+    /// ([`super::bundle::install_version`]: the version directory appears only complete), then
+    /// replicates it. Versions are integers from 1, each one more than the latest.
+    async fn install_resource_version(
+        &self,
+        name: &str,
+        name_span: Span,
+        span: Span,
+        fill: impl FnOnce(&Path) -> Result<Vec<(String, u64)>, String> + Send + 'static,
+    ) -> Result<Vec<String>, CatalogError> {
         let _guard = self.writer.lock().await;
-        let Some(mut stored) = self.read(|c| c.resources.get(&resource.name).cloned()) else {
+        let Some(mut stored) = self.read(|c| c.resources.get(name).cloned()) else {
             return Err(CatalogError::new(
-                resource.span,
-                format!(
-                    "resource '{}' does not exist: CREATE RESOURCE {} first",
-                    resource.name, resource.name
-                ),
+                name_span,
+                format!("resource '{name}' does not exist: CREATE RESOURCE {name} first"),
             ));
         };
         let number = stored.latest().unwrap_or(0) + 1;
-        let target = self
-            .resources_dir
-            .join(&resource.name)
-            .join(number.to_string());
-        let source = PathBuf::from(path);
-        let files = tokio::task::spawn_blocking(move || copy_bundle(&source, &target))
-            .await
-            .map_err(|e| CatalogError::new(span, format!("upload task failed: {e}")))?
-            .map_err(|reason| {
-                CatalogError::new(span, format!("cannot upload '{path}': {reason}"))
-            })?;
+        let resource_dir = self.resources_dir.join(name);
+        let files = tokio::task::spawn_blocking(move || {
+            super::bundle::install_version(&resource_dir, number, |target| {
+                fill(target).map_err(InstallError::Fill)
+            })
+        })
+        .await
+        .map_err(|e| CatalogError::new(span, format!("upload task failed: {e}")))?
+        .map_err(|error| CatalogError::new(span, error.to_string()))?;
         let count = files.len();
         stored.versions.push(ResourceVersion { number, files });
         self.replicate(vec![Change::PutResource(stored)], span)
             .await?;
         Ok(vec![format!(
-            "resource '{}' version {number}: {count} file(s)",
-            resource.name
+            "resource '{name}' version {number}: {count} file(s)"
         )])
     }
 
@@ -772,6 +814,16 @@ fn apply_queued(
         }
     }
     Ok(changes)
+}
+
+/// Why a resource version could not be installed: its filling (copy or unpack) failed, or the
+/// staging and renaming around it did.
+#[derive(Debug, thiserror::Error)]
+enum InstallError {
+    #[error("{0}")]
+    Fill(String),
+    #[error("cannot install the version: {0}")]
+    Bundle(#[from] super::bundle::BundleError),
 }
 
 /// Copies the regular files under `source` to `target`, bounded in count and bytes; returns

@@ -3,8 +3,10 @@
 //! touches row data.
 
 pub mod backend;
+pub mod bundle;
 pub mod complete;
 pub mod execute;
+pub mod mounts;
 pub mod runtime_view;
 pub mod session;
 pub mod show;

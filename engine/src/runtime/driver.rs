@@ -235,12 +235,16 @@ pub async fn shard_main(
     mut ctx: ShardContext<MeshMsg, Command>,
     listen: Option<Listen>,
     data_dir: PathBuf,
+    listeners: super::http::DataListeners,
+    certs: Arc<nervix_net::http::CertStore>,
+    connectors: nervix_connectors::runtime::ConnectorRuntime,
 ) {
     let (kick, kicked) = async_channel::bounded::<()>(1);
     let shards = ctx.shard_count.get();
     let state = Rc::new(RefCell::new(ShardState::new(
         ctx.shard, shards, kick, data_dir,
     )));
+    state.borrow_mut().connectors = Some(connectors);
     start_mesh_readers(&state, &mut ctx);
     // Shared so session and ticker tasks are spawned stall-watched in named task queues.
     let ctx = Rc::new(ctx);
@@ -280,6 +284,7 @@ pub async fn shard_main(
             }
         }
     }
+    super::http::start_listeners(&ctx, &state, &listeners, &certs);
     let ticker_state = state.clone();
     let ticks = ctx.task_queue("ticker");
     let ticker = ctx.spawn_into(&ticks, async move {
@@ -367,6 +372,8 @@ pub async fn shard_main(
                         }
                         state.borrow_mut().swap(plan);
                         spawn_file_completions(&state, &name);
+                        spawn_http_completions(&state, &name);
+                        super::poll::start_pollers(&state, &name);
                         let _ = done.send(());
                     })
                     .detach();
@@ -374,6 +381,8 @@ pub async fn shard_main(
                 }
                 state.borrow_mut().deploy(plan);
                 spawn_file_completions(&state, &name);
+                spawn_http_completions(&state, &name);
+                super::poll::start_pollers(&state, &name);
                 let _ = done.send(());
             }
             Command::Undeploy { domain, done } => {
@@ -487,6 +496,11 @@ pub async fn shard_main(
             }
             Command::Drain { deadline_ms, done } => {
                 let domains: Vec<String> = state.borrow().runs.keys().cloned().collect();
+                // Intake stops first: the data listeners close, open groups enter the graph.
+                state.borrow_mut().stop_listeners = None;
+                for domain in &domains {
+                    state.borrow_mut().close_all_groups(domain);
+                }
                 {
                     let mut shard = state.borrow_mut();
                     let at = shard.instant();
@@ -552,6 +566,31 @@ fn spawn_file_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
         glommio::spawn_local(async move {
             while let Ok(completion) = completions.recv().await {
                 state.borrow_mut().file_done(&domain, emitter, completion);
+            }
+        })
+        .detach();
+    }
+}
+
+/// Feeds HTTP REQUEST emitters' job completions back into the shard.
+fn spawn_http_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
+    let completions: Vec<_> = state
+        .borrow_mut()
+        .runs
+        .get_mut(domain)
+        .map(|run| {
+            run.http_sinks
+                .iter_mut()
+                .filter_map(|(index, sink)| sink.completions.take().map(|c| (*index, c)))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (emitter, completions) in completions {
+        let state = state.clone();
+        let domain = domain.to_string();
+        glommio::spawn_local(async move {
+            while let Ok(completion) = completions.recv().await {
+                state.borrow_mut().http_done(&domain, emitter, completion);
             }
         })
         .detach();

@@ -15,9 +15,11 @@ pub mod clock;
 pub mod driver;
 pub mod exec;
 pub mod frame;
+pub mod http;
 pub mod in_process;
 pub mod observe;
 pub mod plan;
+pub mod poll;
 pub mod session;
 pub mod shard;
 pub mod subscribe;
@@ -51,6 +53,8 @@ pub enum DataPlaneError {
     Listen { addr: SocketAddr, reason: String },
     #[error("the shards stopped")]
     Stopped,
+    #[error("cannot start the connector runtime: {0}")]
+    Connectors(String),
 }
 
 /// How the data plane runs.
@@ -61,6 +65,8 @@ pub struct DataPlaneConfig {
     pub pin: bool,
     pub session_addr: SocketAddr,
     pub data_dir: PathBuf,
+    /// HTTP / HTTPS listeners for endpoint ingestors (port 0 picks a free port).
+    pub listeners: http::DataListeners,
 }
 
 /// The control core's handle on the shards.
@@ -68,6 +74,12 @@ pub struct DataPlane {
     shards: ShardSet<Command>,
     session_addr: SocketAddr,
     data_dir: PathBuf,
+    /// The bound data listeners (ports resolved).
+    listeners: http::DataListeners,
+    /// TLS certificates of TLS VHOSTs, by host, shared by every shard's HTTPS listener.
+    certs: Arc<nervix_net::http::CertStore>,
+    /// The bundle directory and hosts installed for each TLS VHOST.
+    installed_bundles: std::sync::Mutex<HashMap<String, (PathBuf, Vec<String>)>>,
     /// Deployed domains and the fingerprint of the model they run.
     deployed: tokio::sync::Mutex<HashMap<String, u64>>,
     /// Domains whose model cannot run here, with why (reported by DESCRIBE and logs).
@@ -89,13 +101,42 @@ impl DataPlane {
         let bound_tx = std::sync::Mutex::new(Some(bound_tx));
         let session_addr = config.session_addr;
         let data_dir = config.data_dir.clone();
+        let mut listeners = config.listeners.clone();
+        // Every shard binds the same address, so a wildcard port is resolved once, here.
+        for addr in [&mut listeners.http_addr, &mut listeners.https_addr]
+            .into_iter()
+            .flatten()
+        {
+            if addr.port() == 0 {
+                let free = std::net::TcpListener::bind(*addr)
+                    .and_then(|l| l.local_addr())
+                    .map_err(|e| DataPlaneError::Listen {
+                        addr: *addr,
+                        reason: e.to_string(),
+                    })?;
+                *addr = free;
+            }
+        }
+        let certs = nervix_net::http::CertStore::new();
+        let connectors = nervix_connectors::runtime::ConnectorRuntime::start()
+            .map_err(|e| DataPlaneError::Connectors(e.to_string()))?;
+        let shard_connectors = connectors.clone();
+        let shard_listeners = listeners.clone();
+        let shard_certs = certs.clone();
         let shards = ShardSet::start(runtime, move |ctx| {
             let listen = if ctx.shard == GRAPH_SHARD {
                 bound_tx.lock().ok().and_then(|mut slot| slot.take())
             } else {
                 None
             };
-            driver::shard_main(ctx, listen.map(|tx| (session_addr, tx)), data_dir.clone())
+            driver::shard_main(
+                ctx,
+                listen.map(|tx| (session_addr, tx)),
+                data_dir.clone(),
+                shard_listeners.clone(),
+                shard_certs.clone(),
+                shard_connectors.clone(),
+            )
         })?;
         let addr = match bound_rx.recv_timeout(std::time::Duration::from_secs(10)) {
             Ok(Ok(addr)) => addr,
@@ -112,13 +153,22 @@ impl DataPlane {
             }
         };
         tracing::info!(
-            "data plane: {} shard(s), sessions on {addr}",
-            shards.shard_count()
+            "data plane: {} shard(s), sessions on {addr}, http {}, https {}",
+            shards.shard_count(),
+            listeners
+                .http_addr
+                .map_or("off".to_string(), |a| a.to_string()),
+            listeners
+                .https_addr
+                .map_or("off".to_string(), |a| a.to_string()),
         );
         Ok(DataPlane {
             shards,
             session_addr: addr,
             data_dir: config.data_dir,
+            listeners,
+            certs,
+            installed_bundles: std::sync::Mutex::new(HashMap::new()),
             deployed: tokio::sync::Mutex::new(HashMap::new()),
             failures: std::sync::Mutex::new(HashMap::new()),
             subscriptions: std::sync::Mutex::new(HashMap::new()),
@@ -129,6 +179,11 @@ impl DataPlane {
     /// Where client sessions connect.
     pub fn session_addr(&self) -> SocketAddr {
         self.session_addr
+    }
+
+    /// The bound data listeners (HTTP, HTTPS).
+    pub fn listeners(&self) -> &http::DataListeners {
+        &self.listeners
     }
 
     pub fn shard_count(&self) -> NonZeroUsize {
@@ -184,11 +239,11 @@ impl DataPlane {
                 }
                 continue;
             }
-            let fingerprint = fingerprint(domain);
+            let fingerprint = fingerprint(domain, &catalog.global);
             if deployed.get(name) == Some(&fingerprint) {
                 continue;
             }
-            match plan::build(domain, &self.data_dir) {
+            match plan::build(domain, catalog, &self.data_dir) {
                 Ok(plan) => reconcile.deploy.push((Arc::new(plan), fingerprint)),
                 Err(error) => {
                     tracing::error!("domain '{name}' cannot run: {error}");
@@ -204,6 +259,7 @@ impl DataPlane {
             }
         }
         reconcile.known = known;
+        reconcile.bundles = tls_bundles(&catalog.global, &self.data_dir);
         reconcile
     }
 
@@ -215,7 +271,46 @@ impl DataPlane {
         self.apply(reconcile, &mut deployed).await;
     }
 
+    /// Installs the certificates of TLS VHOSTs whose bound bundle changed and withdraws those
+    /// of VHOSTs no started domain has any more. A bundle that cannot be read keeps the
+    /// previous certificate (if any) and is reported.
+    fn install_certificates(&self, bundles: &[(String, Vec<String>, PathBuf)]) {
+        let Ok(mut installed) = self.installed_bundles.lock() else {
+            return;
+        };
+        for (key, hosts, dir) in bundles {
+            if installed
+                .get(key)
+                .is_some_and(|(installed, _)| installed == dir)
+            {
+                continue;
+            }
+            match nervix_net::http::CertStore::load_bundle(dir) {
+                Ok(bundle) => {
+                    self.certs.set(hosts, &bundle);
+                    installed.insert(key.clone(), (dir.clone(), hosts.clone()));
+                    tracing::info!("vhost {key}: serving the certificate of {}", dir.display());
+                }
+                Err(error) => tracing::error!(
+                    "vhost {key}: cannot load the TLS bundle {}: {error}",
+                    dir.display()
+                ),
+            }
+        }
+        let gone: Vec<String> = installed
+            .keys()
+            .filter(|key| !bundles.iter().any(|(k, _, _)| k == *key))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some((_, hosts)) = installed.remove(&key) {
+                self.certs.remove(&hosts);
+            }
+        }
+    }
+
     async fn apply(&self, reconcile: Reconcile, deployed: &mut HashMap<String, u64>) {
+        self.install_certificates(&reconcile.bundles);
         for shard in 0..self.shards.shard_count().get() {
             let _ = self
                 .shards
@@ -350,18 +445,66 @@ impl DataPlane {
 #[derive(Default)]
 pub struct Reconcile {
     known: Vec<(String, bool)>,
+    /// Every TLS VHOST: its name, its hosts, its bundle directory.
+    bundles: Vec<(String, Vec<String>, PathBuf)>,
     deploy: Vec<(Arc<plan::DomainPlan>, u64)>,
     stop: Vec<String>,
     failed: Vec<(String, String, u64)>,
 }
 
-/// Identifies a domain's model and run: any entity change or restart changes it.
-fn fingerprint(domain: &crate::catalog::Domain) -> u64 {
+/// Identifies a domain's model and run: any entity change or restart changes it — except the
+/// certificate version a TLS VHOST is bound to, which rotates in the listeners' certificate
+/// store without touching the graph (spec: REBIND RESOURCE "without pausing ingestion").
+/// The cluster-wide VHOSTs count too (a domain's endpoints route by their hosts).
+fn fingerprint(
+    domain: &crate::catalog::Domain,
+    global: &std::collections::BTreeMap<crate::catalog::EntityKey, crate::catalog::Entity>,
+) -> u64 {
+    use nervix_nspl::ast::{CatalogStmt, ResourceVersion};
+    use nervix_nspl::Statement;
     let mut text = String::new();
     text.push_str(&domain.header.generation.to_string());
-    for entity in domain.entities.values() {
-        text.push_str(&nervix_nspl::render_statement(&entity.definition));
+    for entity in domain.entities.values().chain(global.values()) {
+        match &entity.definition {
+            Statement::Catalog(CatalogStmt::CreateVhost(vhost)) if vhost.tls.is_some() => {
+                let mut unbound = vhost.clone();
+                if let Some(mount) = &mut unbound.tls {
+                    mount.version = ResourceVersion::Latest;
+                }
+                text.push_str(&nervix_nspl::render_statement(&Statement::Catalog(
+                    CatalogStmt::CreateVhost(unbound),
+                )));
+            }
+            definition => text.push_str(&nervix_nspl::render_statement(definition)),
+        }
         text.push('\u{0}');
     }
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// Every TLS VHOST with its lower-case hosts and the bundle directory it is bound to.
+fn tls_bundles(
+    global: &std::collections::BTreeMap<crate::catalog::EntityKey, crate::catalog::Entity>,
+    data_dir: &std::path::Path,
+) -> Vec<(String, Vec<String>, PathBuf)> {
+    use nervix_nspl::ast::{CatalogStmt, ResourceVersion};
+    use nervix_nspl::Statement;
+    let mut bundles = Vec::new();
+    for entity in global.values() {
+        if let Statement::Catalog(CatalogStmt::CreateVhost(vhost)) = &entity.definition {
+            if let Some(mount) = &vhost.tls {
+                if let ResourceVersion::Number(version) = mount.version {
+                    bundles.push((
+                        vhost.name.name.clone(),
+                        vhost.hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+                        data_dir
+                            .join("resources")
+                            .join(&mount.resource.name)
+                            .join(version.to_string()),
+                    ));
+                }
+            }
+        }
+    }
+    bundles
 }

@@ -50,6 +50,9 @@ pub struct Node {
     pub session: SocketAddr,
     /// `/metrics`, `/livez`, `/readyz`.
     pub metrics: SocketAddr,
+    /// The data listeners: HTTP / WS and HTTPS / WSS.
+    pub http: SocketAddr,
+    pub https: SocketAddr,
     pub data_dir: PathBuf,
     extra: Vec<String>,
 }
@@ -78,6 +81,19 @@ impl Node {
         metrics: SocketAddr,
         extra: &[&str],
     ) -> Node {
+        let data = (free_addr(), free_addr());
+        Node::spawn(data_dir, console, raft, session, metrics, data, extra)
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        console: SocketAddr,
+        raft: SocketAddr,
+        session: SocketAddr,
+        metrics: SocketAddr,
+        (http, https): (SocketAddr, SocketAddr),
+        extra: &[&str],
+    ) -> Node {
         let child = Command::new(env!("CARGO_BIN_EXE_nervix"))
             .args(["serve", "--data-dir"])
             .arg(data_dir)
@@ -90,6 +106,10 @@ impl Node {
                 &session.to_string(),
                 "--metrics-addr",
                 &metrics.to_string(),
+                "--http-addr",
+                &http.to_string(),
+                "--https-addr",
+                &https.to_string(),
                 "--no-pin",
             ])
             .args(if extra.contains(&"--shards") {
@@ -109,6 +129,8 @@ impl Node {
             raft,
             session,
             metrics,
+            http,
+            https,
             data_dir: data_dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
@@ -133,12 +155,13 @@ impl Node {
     pub fn restart(&mut self) {
         self.kill();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let fresh = Node::start_full(
+        let fresh = Node::spawn(
             &self.data_dir,
             self.console,
             self.raft,
             self.session,
             self.metrics,
+            (self.http, self.https),
             &extra,
         );
         *self = fresh;

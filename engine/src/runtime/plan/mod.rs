@@ -11,6 +11,8 @@
 //! Expressions are found by span: validation stores every typed tree of an entity with the
 //! span it has in the entity's canonical text, and the definition's AST carries the same spans.
 
+mod endpoint;
+mod http;
 mod route;
 
 use std::collections::HashMap;
@@ -35,6 +37,8 @@ use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
 use nervix_shards::flush::FlushPolicy;
 
+pub use endpoint::{EndpointPlan, IntakeQuiesce};
+pub use http::{HttpBody, HttpSinkPlan, PollPlan};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
 
 /// Index of a relay in [`DomainPlan::relays`].
@@ -111,7 +115,57 @@ pub struct AckWindow {
     pub retry_max_ms: u64,
 }
 
-/// A CLIENT PRODUCER ingestor.
+impl AckWindow {
+    /// MODE NO ACK: nothing waits for acknowledgements, so the window never fills.
+    pub const NO_ACK: AckWindow = AckWindow {
+        max_outstanding: u32::MAX,
+        ack_timeout_ns: u64::MAX,
+        retry_backoff_ms: 0,
+        retry_max_ms: 0,
+    };
+}
+
+/// A CLIENT PRODUCER's window from its delivery mode (validation refuses NO ACK there).
+fn client_window(mode: &DeliveryMode, owner: &str) -> Result<AckWindow, PlanError> {
+    Ok(match mode {
+        DeliveryMode::AckSequential { ack_timeout, retry } => AckWindow {
+            max_outstanding: 1,
+            ack_timeout_ns: ack_timeout.nanos,
+            retry_backoff_ms: retry.backoff.nanos / 1_000_000,
+            retry_max_ms: retry.max.nanos / 1_000_000,
+        },
+        DeliveryMode::AckParallel {
+            max,
+            ack_timeout,
+            retry,
+            ..
+        } => AckWindow {
+            max_outstanding: u32::try_from(max.to_owned()).unwrap_or(u32::MAX).max(1),
+            ack_timeout_ns: ack_timeout.nanos,
+            retry_backoff_ms: retry.backoff.nanos / 1_000_000,
+            retry_max_ms: retry.max.nanos / 1_000_000,
+        },
+        DeliveryMode::NoAck => {
+            return Err(PlanError::Unsupported {
+                entity: owner.to_string(),
+                what: "MODE NO ACK on a client producer".to_string(),
+            })
+        }
+    })
+}
+
+/// Where an ingestor's rows come from.
+#[derive(Debug)]
+pub enum SourcePlan {
+    /// Applications submit Arrow batches over the session protocol (or in process).
+    ClientProducer,
+    /// HTTP ENDPOINT / WEBSOCKETS ENDPOINT: bodies decoded by a codec, MODE NO ACK.
+    Endpoint(Arc<EndpointPlan>),
+    /// HTTP REQUEST: polled responses decoded by a codec, MODE NO ACK.
+    HttpPoll(Arc<PollPlan>),
+}
+
+/// An ingestor the data plane runs.
 pub struct IngestorPlan {
     pub name: String,
     /// The input schema's fields, as producers must declare them.
@@ -124,6 +178,7 @@ pub struct IngestorPlan {
     pub general_error: GeneralErrorPolicy,
     /// The identity of the endpoint contract producers see (changes when it changes).
     pub contract_id: u64,
+    pub source: SourcePlan,
 }
 
 /// One `FROM <relay> [WHERE …]` of a processor or emitter.
@@ -153,6 +208,8 @@ pub enum SinkPlan {
     ClientConsumer,
     /// Appends to a file under the FILE client's root.
     FileAppend { path: PathBuf, format: FileFormat },
+    /// One HTTP request per row through a `TYPE HTTP` client.
+    HttpRequest(Arc<HttpSinkPlan>),
 }
 
 /// An emitter: its inputs, its one construction route (target = the sink schema) and sink.
@@ -251,13 +308,33 @@ impl<'e> TypedIndex<'e> {
             })
     }
 
+    /// The typed tree stored for the span `span` (validation checks some clauses, such as
+    /// `INVOKE write_header(name, value)`, as one call over several written expressions).
+    pub(crate) fn get_span(&self, span: nervix_nspl::Span) -> Result<&'e TypedExpr, PlanError> {
+        self.by_span
+            .get(&(span.start, span.end))
+            .copied()
+            .ok_or_else(|| PlanError::Missing {
+                entity: self.entity.clone(),
+                what: format!("the typed expression at {}..{}", span.start, span.end),
+            })
+    }
+
     /// Compiles `expr` with `resolve`.
     pub(crate) fn compile(
         &self,
         expr: &Expr,
         resolve: &dyn Fn(&[String]) -> Option<crate::vm::ColumnSlot>,
     ) -> Result<Program, PlanError> {
-        let typed = self.get(expr)?;
+        self.compile_typed(self.get(expr)?, resolve)
+    }
+
+    /// Compiles an already found typed tree with `resolve`.
+    pub(crate) fn compile_typed(
+        &self,
+        typed: &TypedExpr,
+        resolve: &dyn Fn(&[String]) -> Option<crate::vm::ColumnSlot>,
+    ) -> Result<Program, PlanError> {
         Program::compile(typed, resolve).map_err(|e| PlanError::Compile {
             entity: self.entity.clone(),
             message: e.to_string(),
@@ -266,9 +343,17 @@ impl<'e> TypedIndex<'e> {
 }
 
 /// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots.
-pub fn build(domain: &Domain, data_dir: &std::path::Path) -> Result<DomainPlan, PlanError> {
+/// Builds the plan of `domain`; the catalog supplies cluster-wide entities (VHOSTs) and
+/// resources (client MOUNTs).
+pub fn build(
+    domain: &Domain,
+    catalog: &crate::catalog::Catalog,
+    data_dir: &std::path::Path,
+) -> Result<DomainPlan, PlanError> {
     let mut builder = Builder {
         domain,
+        global: &catalog.global,
+        resources: &catalog.resources,
         data_dir,
         plan: DomainPlan {
             name: domain.name().to_string(),
@@ -298,6 +383,8 @@ pub fn build(domain: &Domain, data_dir: &std::path::Path) -> Result<DomainPlan, 
 
 pub(crate) struct Builder<'d> {
     domain: &'d Domain,
+    global: &'d std::collections::BTreeMap<EntityKey, Entity>,
+    resources: &'d std::collections::BTreeMap<String, crate::catalog::Resource>,
     data_dir: &'d std::path::Path,
     pub(crate) plan: DomainPlan,
 }
@@ -316,6 +403,28 @@ impl<'d> Builder<'d> {
                 entity: owner.to_string(),
                 what: format!("schema '{name}'"),
             }),
+        }
+    }
+
+    /// The fields of the schema a codec decodes into (`DECODE USING c` → `c`'s TO SCHEMA).
+    fn codec_fields(
+        &self,
+        codec: Option<&nervix_nspl::ast::Ident>,
+        owner: &str,
+    ) -> Result<Vec<Field>, PlanError> {
+        let missing = |what: String| PlanError::Missing {
+            entity: owner.to_string(),
+            what,
+        };
+        let codec = codec.ok_or_else(|| missing("DECODE USING".to_string()))?;
+        match self
+            .entity(ObjectKind::Codec, &codec.name)
+            .map(|e| &e.definition)
+        {
+            Some(Statement::Catalog(CatalogStmt::CreateCodec(create))) => {
+                self.schema_fields(&create.schema.name, owner)
+            }
+            _ => Err(missing(format!("codec '{}'", codec.name))),
         }
     }
 
@@ -382,35 +491,52 @@ impl<'d> Builder<'d> {
 
     fn ingestor(&mut self, entity: &'d Entity, create: &CreateIngestor) -> Result<(), PlanError> {
         let owner = entity.key.to_string();
-        let SourceBody::ClientProducer { schema, mode, .. } = &create.source else {
-            return Err(PlanError::Unsupported {
-                entity: owner,
-                what: format!("the {} source", create.source.head().phrase()),
-            });
-        };
-        let fields = self.schema_fields(&schema.name, &owner)?;
-        let window = match mode {
-            DeliveryMode::AckSequential { ack_timeout, retry } => AckWindow {
-                max_outstanding: 1,
-                ack_timeout_ns: ack_timeout.nanos,
-                retry_backoff_ms: retry.backoff.nanos / 1_000_000,
-                retry_max_ms: retry.max.nanos / 1_000_000,
-            },
-            DeliveryMode::AckParallel {
-                max,
-                ack_timeout,
-                retry,
+        let (fields, window, source) = match &create.source {
+            SourceBody::ClientProducer { schema, mode, .. } => {
+                let fields = self.schema_fields(&schema.name, &owner)?;
+                let window = client_window(mode, &owner)?;
+                (fields, window, SourcePlan::ClientProducer)
+            }
+            SourceBody::HttpEndpoint(body) | SourceBody::WebsocketsEndpoint(body) => {
+                let fields = self.codec_fields(create.decode.as_ref(), &owner)?;
+                let endpoint = self.endpoint_source(
+                    &owner,
+                    create.source.head(),
+                    body,
+                    create.decode.as_ref(),
+                    &fields,
+                )?;
+                (
+                    fields,
+                    AckWindow::NO_ACK,
+                    SourcePlan::Endpoint(Arc::new(endpoint)),
+                )
+            }
+            SourceBody::HttpRequest {
+                client,
+                every,
+                quiesce,
                 ..
-            } => AckWindow {
-                max_outstanding: u32::try_from(max.to_owned()).unwrap_or(u32::MAX).max(1),
-                ack_timeout_ns: ack_timeout.nanos,
-                retry_backoff_ms: retry.backoff.nanos / 1_000_000,
-                retry_max_ms: retry.max.nanos / 1_000_000,
-            },
-            DeliveryMode::NoAck => {
+            } => {
+                let fields = self.codec_fields(create.decode.as_ref(), &owner)?;
+                let poll = self.poll_source(
+                    &client.name,
+                    every,
+                    quiesce,
+                    create.decode.as_ref(),
+                    &fields,
+                    &owner,
+                )?;
+                (
+                    fields,
+                    AckWindow::NO_ACK,
+                    SourcePlan::HttpPoll(Arc::new(poll)),
+                )
+            }
+            other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
-                    what: "MODE NO ACK on a client producer".to_string(),
+                    what: format!("the {} source", other.head().phrase()),
                 })
             }
         };
@@ -441,6 +567,7 @@ impl<'d> Builder<'d> {
             routes,
             general_error: create.on_general_error,
             contract_id,
+            source,
         });
         Ok(())
     }
@@ -574,6 +701,27 @@ impl<'d> Builder<'d> {
         Ok(())
     }
 
+    /// The fields an emitter without a sink schema writes: its input relay's, as constructed.
+    fn emitter_input_fields(
+        &self,
+        create: &CreateEmitter,
+        owner: &str,
+    ) -> Result<Vec<Field>, PlanError> {
+        let first = create.inputs.first().map(|i| i.relay.name.clone());
+        let schema_name = first
+            .and_then(
+                |relay: String| match self.entity(ObjectKind::Relay, &relay) {
+                    Some(Entity {
+                        definition: Statement::Catalog(CatalogStmt::CreateRelay(r)),
+                        ..
+                    }) => Some(r.schema.name.clone()),
+                    _ => None,
+                },
+            )
+            .unwrap_or_default();
+        self.schema_fields(&schema_name, owner)
+    }
+
     fn file_root(&self, client: &str, owner: &str) -> Result<PathBuf, PlanError> {
         let Some(Statement::Catalog(CatalogStmt::CreateClient(CreateClient { config, .. }))) = self
             .entity(ObjectKind::Client, client)
@@ -620,27 +768,19 @@ impl<'d> Builder<'d> {
                     });
                 }
                 let root = self.file_root(&client.name, &owner)?;
-                // The emitter writes its input relay's rows as constructed.
-                let first = create.inputs.first().map(|i| i.relay.name.clone());
-                let schema_name = first
-                    .and_then(
-                        |relay: String| match self.entity(ObjectKind::Relay, &relay) {
-                            Some(Entity {
-                                definition: Statement::Catalog(CatalogStmt::CreateRelay(r)),
-                                ..
-                            }) => Some(r.schema.name.clone()),
-                            _ => None,
-                        },
-                    )
-                    .unwrap_or_default();
                 (
                     SinkPlan::FileAppend {
                         path: root.join(relative),
                         format: *format,
                     },
-                    self.schema_fields(&schema_name, &owner)?,
+                    self.emitter_input_fields(create, &owner)?,
                 )
             }
+            // The request programs compile below, once the typed trees are indexed.
+            SinkBody::HttpRequest { .. } => (
+                SinkPlan::ClientConsumer,
+                self.emitter_input_fields(create, &owner)?,
+            ),
             other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
@@ -648,20 +788,52 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        if !create.construction.headers.is_empty() {
+        let http_request = matches!(create.sink.body, SinkBody::HttpRequest { .. });
+        if !create.construction.headers.is_empty() && !http_request {
             return Err(PlanError::Unsupported {
                 entity: owner,
                 what: "INVOKE write_header".to_string(),
             });
         }
         if let Some(nervix_nspl::ast::emitter::Encoding::Codec(codec)) = &create.sink.encoding {
-            // Codecs run with the codec issue; writing plain NDJSON instead would ignore it.
-            return Err(PlanError::Unsupported {
-                entity: owner,
-                what: format!("ENCODE USING {}", codec.name),
-            });
+            if !http_request {
+                return Err(PlanError::Unsupported {
+                    entity: owner,
+                    what: format!(
+                        "ENCODE USING {} on a {} sink",
+                        codec.name,
+                        create.sink.body.head().phrase()
+                    ),
+                });
+            }
         }
         let typed = TypedIndex::new(entity);
+        let sink = match &create.sink.body {
+            SinkBody::HttpRequest {
+                client,
+                method,
+                path,
+            } => {
+                if matches!(
+                    create.on_message_error,
+                    nervix_nspl::ast::MessageErrorPolicy::SendTo { .. }
+                ) {
+                    return Err(PlanError::Unsupported {
+                        entity: owner,
+                        what: "ON MESSAGE ERROR SEND TO on an HTTP REQUEST sink".to_string(),
+                    });
+                }
+                SinkPlan::HttpRequest(Arc::new(self.http_sink(
+                    &typed,
+                    create,
+                    &client.name,
+                    (method, path),
+                    &sink_fields,
+                    &owner,
+                )?))
+            }
+            _ => sink,
+        };
         let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &create.inputs, &owner)?;
         let route = route::compile_emitter(self, &typed, &fields, &sink_fields, create, &layout)?;

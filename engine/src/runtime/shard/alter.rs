@@ -28,6 +28,9 @@ pub const MAX_HOLD_MS: u64 = 10_000;
 impl ShardState {
     /// Suspends admission of every ingestor of `domain` and flushes its buffers.
     pub fn begin_hold(&mut self, domain: &str) {
+        // Rows endpoints already accepted drain with the rest; SUSPEND pollers stop polling.
+        self.close_all_groups(domain);
+        self.suspend_polls(domain, true);
         let Some(run) = self.runs.get_mut(domain) else {
             return;
         };
@@ -119,7 +122,38 @@ impl ShardState {
             .iter()
             .filter_map(|(id, index)| self.consumers.remove(id).map(|c| (*id, *index, c)))
             .collect();
+        // Bodies endpoints retained during the hold drain into the new graph, in order.
+        let retained: Vec<_> = self
+            .runs
+            .get_mut(&name)
+            .map(|run| {
+                run.intakes
+                    .iter_mut()
+                    .zip(&old.ingestors)
+                    .filter_map(|(intake, ingestor)| {
+                        let (bodies, bytes) = intake.as_mut()?.take_retained();
+                        (!bodies.is_empty()).then(|| (ingestor.name.clone(), bodies, bytes))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         self.deploy(plan);
+        if let Some(run) = self.runs.get_mut(&name) {
+            for (ingestor, bodies, bytes) in retained {
+                let index = run.graph.plan.ingestor(&ingestor);
+                match index
+                    .and_then(|i| run.intakes.get_mut(i))
+                    .and_then(Option::as_mut)
+                {
+                    Some(intake) => intake.restore_retained(bodies, bytes),
+                    None => tracing::warn!(
+                        "domain '{name}': {} bodies retained for ingestor '{ingestor}' were \
+                         dropped: the new model has no such endpoint ingestor",
+                        bodies.len()
+                    ),
+                }
+            }
+        }
         for (id, index, mut producer) in producers {
             producer.ingestor = index;
             producer.outbound.try_send(SessionFrame::AdmissionChanged {

@@ -311,6 +311,13 @@ impl Graph {
         self.node(node).counters
     }
 
+    /// Counts `rows` message errors of a sink (rows its external system refused).
+    pub fn count_sink_errors(&mut self, emitter: usize, rows: u64) {
+        self.node_mut(NodeRef::Emitter(emitter))
+            .counters
+            .message_errors += rows;
+    }
+
     /// Whether the ingestor can admit a batch now (none of its frames waits for a relay).
     pub fn ingestor_ready(&self, ingestor: usize) -> bool {
         self.ingestors[ingestor].blocked.is_empty()
@@ -353,23 +360,26 @@ impl Graph {
         }
     }
 
-    /// Admits one client batch into ingestor `index` under `root`, which holds one pending unit
-    /// per row. Returns the rows that failed under LOG (their root is nacked).
+    /// Admits one batch into ingestor `index`: under `root`, which holds one pending unit per
+    /// row, or with no acknowledgement (`None`, MODE NO ACK).
     pub fn ingest(
         &mut self,
         index: usize,
         batch: &RecordBatch,
-        root: nervix_shards::ack::AckHandle,
+        root: Option<nervix_shards::ack::AckHandle>,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
         let frame = Frame {
             batch: batch.clone(),
             key: BranchKey::Unbranched,
-            acks: vec![AckRun {
-                root,
-                rows: batch.num_rows() as u32,
-            }],
+            acks: root
+                .map(|root| AckRun {
+                    root,
+                    rows: batch.num_rows() as u32,
+                })
+                .into_iter()
+                .collect(),
         };
         let plan = self.plan.clone();
         let ingestor = &plan.ingestors[index];

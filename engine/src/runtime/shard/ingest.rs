@@ -351,7 +351,7 @@ impl ShardState {
                     );
                     if rows > 0 {
                         run.graph
-                            .ingest(index, &queued.batch, root, at, super::cx!(self));
+                            .ingest(index, &queued.batch, Some(root), at, super::cx!(self));
                     }
                 }
             }

@@ -12,7 +12,9 @@
 pub mod alter;
 pub mod buffers;
 pub mod collect;
+pub mod endpoint;
 pub mod graph;
+pub mod http_sink;
 pub mod ingest;
 pub mod mesh;
 pub mod sinks;
@@ -111,6 +113,10 @@ pub struct DomainRun {
     pub graph: Graph,
     pub admission: Vec<Admission>,
     pub files: HashMap<usize, FileSinkHandle>,
+    /// HTTP REQUEST emitters' connector tasks, by emitter index (on the sink shard).
+    pub http_sinks: HashMap<usize, http_sink::HttpSinkHandle>,
+    /// Per ingestor: the endpoint intake of an HTTP / WEBSOCKETS ENDPOINT ingestor.
+    pub intakes: Vec<Option<endpoint::PayloadIntake>>,
     /// START generation, told to producers.
     pub generation: u64,
 }
@@ -143,6 +149,10 @@ pub struct ShardState {
     pub counters: ShardCounters,
     /// Where FILE clients' relative roots live.
     pub data_dir: std::path::PathBuf,
+    /// Dropping it stops this shard's data listeners (graceful shutdown).
+    pub stop_listeners: Option<async_channel::Sender<()>>,
+    /// The node's connector runtime (HTTP clients), when the node has one.
+    pub connectors: Option<nervix_connectors::runtime::ConnectorRuntime>,
 }
 
 /// Node-wide counters for `/metrics`.
@@ -188,6 +198,8 @@ impl ShardState {
             more_work: false,
             counters: ShardCounters::default(),
             data_dir,
+            stop_listeners: None,
+            connectors: None,
         }
     }
 
@@ -217,9 +229,26 @@ impl ShardState {
             .iter()
             .map(|i| Admission::new(i.window))
             .collect();
+        // Sinks and pollers run on the root shard only (see `mesh`): one writer per file.
+        let sink_shard = self.shard == mesh::ROOT_SHARD;
+        let intakes = plan
+            .ingestors
+            .iter()
+            .map(|i| match &i.source {
+                crate::runtime::plan::SourcePlan::Endpoint(endpoint) => {
+                    Some(endpoint::PayloadIntake::new(
+                        endpoint::IntakeSource::Endpoint(endpoint.clone()),
+                    ))
+                }
+                // A poller runs once per node, on the sink shard.
+                crate::runtime::plan::SourcePlan::HttpPoll(poll) if sink_shard => Some(
+                    endpoint::PayloadIntake::new(endpoint::IntakeSource::Poll(poll.clone())),
+                ),
+                _ => None,
+            })
+            .collect();
         let mut files = HashMap::new();
         // Sinks deliver on the root shard only (see `mesh`): one writer per file.
-        let sink_shard = self.shard == mesh::ROOT_SHARD;
         for (index, emitter) in plan.emitters.iter().enumerate() {
             if !sink_shard {
                 break;
@@ -237,6 +266,10 @@ impl ShardState {
                 }
             }
         }
+        let http_sinks = match (&self.connectors, sink_shard) {
+            (Some(runtime), true) => http_sink::start_http_sinks(runtime, &plan),
+            _ => HashMap::new(),
+        };
         tracing::info!(
             "shard {}: domain '{name}' running: {} relays, {} ingestors, {} processors, {} emitters",
             self.shard,
@@ -252,6 +285,8 @@ impl ShardState {
                 graph,
                 admission,
                 files,
+                http_sinks,
+                intakes,
                 generation: plan.generation,
             },
         );
@@ -264,6 +299,7 @@ impl ShardState {
         if !self.runs.contains_key(domain) {
             return;
         }
+        self.close_all_groups(domain);
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
             run.graph.flush_all(None, at, cx!(self));
@@ -387,13 +423,14 @@ impl ShardState {
             run.graph.tick(at, cx!(self));
         }
         self.time_out(at);
+        self.endpoint_tick(at);
         self.step();
     }
 
     /// The earliest instant, in physical ns, the ticker must wake at.
     pub fn next_wake_ns(&self) -> Option<u64> {
         let at = self.instant();
-        let mut wake: Option<u64> = None;
+        let mut wake: Option<u64> = self.endpoint_deadline_ns();
         for run in self.runs.values() {
             let (logical, physical) = run.graph.next_deadline();
             if let Some(p) = physical {

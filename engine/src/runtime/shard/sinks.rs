@@ -267,6 +267,7 @@ impl ShardState {
     pub(super) fn dispatch_sinks(&mut self) -> bool {
         let mut moved = false;
         let mut acked: Vec<Frame> = Vec::new();
+        let mut http: Vec<(String, usize)> = Vec::new();
         for (domain, run) in self.runs.iter_mut() {
             let plan = run.graph.plan.clone();
             for (index, emitter) in plan.emitters.iter().enumerate() {
@@ -316,6 +317,7 @@ impl ShardState {
                             }
                         }
                     }
+                    SinkPlan::HttpRequest(_) => http.push((domain.clone(), index)),
                     SinkPlan::FileAppend { .. } => {
                         let Some(file) = run.files.get_mut(&index) else {
                             continue;
@@ -349,6 +351,9 @@ impl ShardState {
         }
         for frame in acked {
             self.resolve_frame(&frame, true);
+        }
+        for (domain, index) in http {
+            moved |= self.dispatch_http(&domain, index);
         }
         moved
     }

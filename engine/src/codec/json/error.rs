@@ -1,0 +1,183 @@
+//! The errors of the JSON codec: [`CodecError`] when a plan cannot be built from the catalog,
+//! [`DecodeError`] when a payload is refused.
+//!
+//! A [`DecodeError`] says what and where: the record's index within the payload (0-based), the
+//! field (the wire key), the byte offset into the payload, its 1-based line and column (useful
+//! for NDJSON), and the [`DecodeCause`]. It is built only on the error path, so its `String`s
+//! cost nothing while decoding succeeds.
+
+use std::fmt;
+
+use crate::types::DataType;
+
+use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
+
+/// Why a [`super::JsonCodecPlan`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("codec '{codec}' is not a WIRE JSON codec")]
+    NotWireJson { codec: String },
+    #[error("codec '{codec}' reads wire schema '{expected}', not '{given}'")]
+    WrongWireSchema {
+        codec: String,
+        expected: String,
+        given: String,
+    },
+    #[error("wire schema '{wire}' is not a WIRE JSON schema")]
+    WireNotJson { wire: String },
+    #[error("wire schema '{wire}' declares field '{field}' twice")]
+    DuplicateWireField { wire: String, field: String },
+    #[error("schema field '{field}' appears twice")]
+    DuplicateField { field: String },
+    #[error("required field '{field}' has no required wire field of the same name")]
+    Unproducible { field: String },
+    #[error("wire field '{field}' ({wire_type}) does not decode into {target}")]
+    Undecodable {
+        field: String,
+        wire_type: &'static str,
+        target: DataType,
+    },
+    #[error("ENCODE {field} AS RFC3339 needs a DATETIME field fed by a wire string")]
+    BadEncoding { field: String },
+}
+
+/// Where a [`DecodeError`] happened and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", Where(self))]
+pub struct DecodeError {
+    /// The record's 0-based index within the payload; `None` outside any record.
+    pub record: Option<u32>,
+    /// The wire key being decoded, when inside one.
+    pub field: Option<String>,
+    /// The byte offset into the payload.
+    pub offset: usize,
+    /// 1-based line of `offset`.
+    pub line: u32,
+    /// 1-based column (in bytes) of `offset`.
+    pub column: u32,
+    pub cause: DecodeCause,
+}
+
+struct Where<'a>(&'a DecodeError);
+
+impl fmt::Display for Where<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        match (e.record, &e.field) {
+            (Some(record), Some(field)) => write!(f, "record {record}, field '{field}' ")?,
+            (Some(record), None) => write!(f, "record {record} ")?,
+            (None, Some(field)) => write!(f, "field '{field}' ")?,
+            (None, None) => {}
+        }
+        write!(
+            f,
+            "at byte {} (line {}, column {}): {}",
+            e.offset, e.line, e.column, e.cause
+        )
+    }
+}
+
+/// What is wrong with a payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeCause {
+    #[error("invalid JSON: {0}")]
+    Syntax(SyntaxError),
+    #[error("expected {expected}, found {found}")]
+    Mismatch {
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("{value} is out of range for {target}")]
+    OutOfRange { value: String, target: DataType },
+    #[error("required field is missing")]
+    Missing,
+    #[error("required field is null")]
+    Null,
+    #[error("key is not declared by the wire schema (MODE STRICT)")]
+    UndeclaredKey,
+    #[error("key appears twice in the record")]
+    DuplicateKey,
+    #[error("expected an array of {expected} elements, found {found}")]
+    ArrayLength { expected: usize, found: usize },
+    #[error("invalid RFC3339 datetime: {0}")]
+    Datetime(String),
+    #[error("the payload holds more than {MAX_RECORDS_PER_PAYLOAD} records")]
+    TooManyRecords,
+    #[error("the payload holds no JSON value")]
+    Empty,
+    #[error("the decoder's buffered {0} bytes are full; finish the batch first")]
+    BufferFull(&'static str),
+}
+
+/// A violation of RFC 8259.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SyntaxError {
+    #[error("unexpected end of input")]
+    End,
+    #[error("unexpected {}", Byte(*.0))]
+    Unexpected(u8),
+    #[error("invalid escape sequence")]
+    Escape,
+    #[error("unpaired UTF-16 surrogate in \\u escape")]
+    Surrogate,
+    #[error("invalid UTF-8")]
+    Utf8,
+    #[error("unescaped control character in string")]
+    Control,
+    #[error("number does not follow the JSON grammar")]
+    Number,
+    #[error("nesting deeper than {MAX_JSON_DEPTH}")]
+    TooDeep,
+    #[error("content after the JSON value")]
+    Trailing,
+}
+
+/// A byte as a message shows it: printable ASCII quoted, anything else in hex.
+struct Byte(u8);
+
+impl fmt::Display for Byte {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_ascii_graphic() {
+            write!(f, "'{}'", char::from(self.0))
+        } else {
+            write!(f, "byte 0x{:02x}", self.0)
+        }
+    }
+}
+
+/// A syntax error at a byte offset, as the scanner reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScanError {
+    pub offset: usize,
+    pub error: SyntaxError,
+}
+
+/// The 1-based line and column of `offset` in `bytes` (computed only for errors).
+pub(crate) fn line_col(bytes: &[u8], offset: usize) -> (u32, u32) {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = before.len() - start + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+impl DecodeError {
+    /// An error at `offset` of `payload`, outside any record.
+    pub(crate) fn at(payload: &[u8], offset: usize, cause: DecodeCause) -> DecodeError {
+        let (line, column) = line_col(payload, offset);
+        DecodeError {
+            record: None,
+            field: None,
+            offset,
+            line,
+            column,
+            cause,
+        }
+    }
+}

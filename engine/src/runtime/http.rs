@@ -1,0 +1,313 @@
+//! The data listeners' service on a shard: requests and WebSocket messages routed by VHOST host
+//! and ENDPOINT path to the HTTP ENDPOINT / WEBSOCKETS ENDPOINT ingestors of started domains
+//! (spec: "HTTP ENDPOINT And WEBSOCKETS ENDPOINT"; DESIGN §8 "Data listeners").
+//!
+//! Status rules, in the order they are decided:
+//! - no started ingestor serves the host and path on this listener (plain or TLS): **404** —
+//!   a stopped domain's routes are withdrawn;
+//! - a plain request to a WebSocket endpoint: **426**; an upgrade to an HTTP endpoint: **400**;
+//!   a method other than POST or PUT: **405**;
+//! - the body is offered to every ingestor on the route ([`ShardState::offer_payload`]): **202**
+//!   when at least one accepted it; otherwise **503**, with `Retry-After` only when every
+//!   refusing ingestor is quiesced under `REJECT RETRY AFTER` (the largest of their delays).
+//!   A stopped or replaced ingestor never yields a silent 202;
+//! - a relay that cannot take rows makes the request wait (up to [`MAX_BACKPRESSURE_WAIT_MS`],
+//!   then 503 without `Retry-After`): backpressure reaches the sender as latency, not loss.
+//!
+//! The HTTP machinery (parsing, 413 for bodies over the limit, keep-alive, WebSocket framing,
+//! TLS) is `nervix_net::http`; this module only decides.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use nervix_net::http::{
+    HeadDecision, HttpService, Method, RequestHead, Response, WsMessage, WsVerdict,
+};
+use nervix_nspl::ast::catalog::EndpointType;
+
+use super::clock;
+use super::shard::endpoint::{EndpointTarget, Offer};
+use super::shard::ShardState;
+
+/// The longest a request waits for a full graph before it is answered 503.
+pub const MAX_BACKPRESSURE_WAIT_MS: u64 = 5_000;
+/// How often a waiting request offers its body again.
+const BUSY_RETRY_US: u64 = 100;
+/// How often an established WebSocket checks whether its ingestors still take payloads.
+const WEBSOCKET_WATCH_MS: u64 = 50;
+/// WebSocket close code 1013, Try Again Later (spec: quiesce REJECT, refused payloads).
+pub const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
+
+/// The ingestors one request or WebSocket reaches.
+pub struct EndpointRoute {
+    targets: Vec<EndpointTarget>,
+}
+
+/// One shard's service for one listener (plain or TLS).
+pub struct ShardHttp {
+    state: Rc<RefCell<ShardState>>,
+}
+
+impl ShardHttp {
+    pub fn new(state: Rc<RefCell<ShardState>>) -> ShardHttp {
+        ShardHttp { state }
+    }
+
+    /// Offers `payload` to every target until each accepted, refused or is gone.
+    async fn offer(&self, route: &EndpointRoute, payload: &[u8]) -> Verdict {
+        let deadline_ns = clock::physical_ns() + MAX_BACKPRESSURE_WAIT_MS * 1_000_000;
+        let mut pending: Vec<usize> = (0..route.targets.len()).collect();
+        let mut verdict = Verdict {
+            accepted: false,
+            every_refusal_rejects: true,
+            retry_after_s: 0,
+        };
+        loop {
+            pending.retain(|&target| {
+                let offer = self
+                    .state
+                    .borrow_mut()
+                    .offer_payload(&route.targets[target], payload);
+                match offer {
+                    Offer::Busy => true,
+                    Offer::Accepted => {
+                        verdict.accepted = true;
+                        false
+                    }
+                    Offer::Refused {
+                        retry_after_s: Some(after),
+                    } => {
+                        verdict.retry_after_s = verdict.retry_after_s.max(after);
+                        false
+                    }
+                    Offer::Refused {
+                        retry_after_s: None,
+                    }
+                    | Offer::Gone => {
+                        verdict.every_refusal_rejects = false;
+                        false
+                    }
+                }
+            });
+            if pending.is_empty() {
+                return verdict;
+            }
+            if clock::physical_ns() >= deadline_ns {
+                verdict.every_refusal_rejects = false;
+                return verdict;
+            }
+            glommio::timer::sleep(Duration::from_micros(BUSY_RETRY_US)).await;
+        }
+    }
+}
+
+/// What the ingestors of a route said about one payload.
+struct Verdict {
+    accepted: bool,
+    every_refusal_rejects: bool,
+    retry_after_s: u64,
+}
+
+impl Verdict {
+    fn response(&self) -> Response {
+        if self.accepted {
+            return Response::status(202);
+        }
+        let refused = Response::status(503);
+        if self.every_refusal_rejects && self.retry_after_s > 0 {
+            refused.header("retry-after", self.retry_after_s.to_string())
+        } else {
+            refused
+        }
+    }
+}
+
+fn text(status: u16, message: String) -> Response {
+    let mut response = Response::status(status).header("content-type", "text/plain; charset=utf-8");
+    response.body = message.into_bytes();
+    response.body.push(b'\n');
+    response
+}
+
+impl HttpService for ShardHttp {
+    type Route = EndpointRoute;
+
+    fn head(&self, head: &RequestHead, tls: bool) -> HeadDecision<EndpointRoute> {
+        let found = self
+            .state
+            .borrow()
+            .endpoint_route(head.host.as_deref(), &head.path, tls);
+        if found.is_empty() {
+            return HeadDecision::Respond(text(
+                404,
+                format!(
+                    "no running endpoint serves {}{}",
+                    head.host.as_deref().unwrap_or("(no host)"),
+                    head.path
+                ),
+            ));
+        }
+        let wanted = if head.websocket {
+            EndpointType::Websockets
+        } else {
+            EndpointType::Http
+        };
+        let targets: Vec<EndpointTarget> = found
+            .into_iter()
+            .filter(|target| target.endpoint().is_some_and(|e| e.kind == wanted))
+            .collect();
+        if targets.is_empty() {
+            return HeadDecision::Respond(if head.websocket {
+                text(
+                    400,
+                    format!("{} is an HTTP endpoint, not a WebSocket one", head.path),
+                )
+            } else {
+                text(426, format!("{} is a WebSocket endpoint", head.path))
+                    .header("upgrade", "websocket")
+            });
+        }
+        if head.websocket {
+            // A new upgrade is refused like a request while every ingestor refuses.
+            let state = self.state.borrow();
+            if !targets.iter().any(|t| state.endpoint_accepts(t)) {
+                let verdict = Verdict {
+                    accepted: false,
+                    every_refusal_rejects: targets
+                        .iter()
+                        .all(|t| state.endpoint_retry_after_s(t).is_some()),
+                    retry_after_s: targets
+                        .iter()
+                        .filter_map(|t| state.endpoint_retry_after_s(t))
+                        .max()
+                        .unwrap_or(0),
+                };
+                return HeadDecision::Respond(verdict.response());
+            }
+            return HeadDecision::Upgrade(EndpointRoute { targets });
+        }
+        let route = EndpointRoute { targets };
+        if !matches!(head.method, Method::Post | Method::Put) {
+            return HeadDecision::Respond(
+                text(405, format!("{} takes POST or PUT", head.path)).header("allow", "POST, PUT"),
+            );
+        }
+        HeadDecision::ReadBody(route)
+    }
+
+    async fn request(&self, route: EndpointRoute, _head: &RequestHead, body: &[u8]) -> Response {
+        self.offer(&route, body).await.response()
+    }
+
+    async fn websocket_message(
+        &self,
+        route: &EndpointRoute,
+        _head: &RequestHead,
+        message: WsMessage<'_>,
+    ) -> WsVerdict {
+        let payload = match message {
+            WsMessage::Text(bytes) | WsMessage::Binary(bytes) => bytes,
+        };
+        if self.offer(route, payload).await.accepted {
+            WsVerdict::Continue
+        } else {
+            WsVerdict::Close {
+                code: CLOSE_TRY_AGAIN_LATER,
+                reason: "the endpoint is not taking messages",
+            }
+        }
+    }
+
+    async fn websocket_closed(&self, route: &EndpointRoute) -> u16 {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(WEBSOCKET_WATCH_MS)).await;
+            let state = self.state.borrow();
+            let any_live = route
+                .targets
+                .iter()
+                .any(|target| state.endpoint_accepts(target));
+            if !any_live {
+                return CLOSE_TRY_AGAIN_LATER;
+            }
+        }
+    }
+}
+
+/// The data listeners every shard binds (SO_REUSEPORT: the kernel spreads connections).
+#[derive(Debug, Clone)]
+pub struct DataListeners {
+    /// Plain HTTP / WS for VHOSTs without TLS.
+    pub http_addr: Option<std::net::SocketAddr>,
+    /// HTTPS / WSS for TLS VHOSTs.
+    pub https_addr: Option<std::net::SocketAddr>,
+    /// Request bodies over this answer 413 (DESIGN §8: default 1 MiB).
+    pub max_body_bytes: usize,
+}
+
+/// DESIGN §8: the default request body limit.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+
+impl Default for DataListeners {
+    fn default() -> DataListeners {
+        DataListeners {
+            http_addr: None,
+            https_addr: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Binds this shard's data listeners and serves them on the `http` task queue.
+pub fn start_listeners(
+    ctx: &nervix_shards::runtime::ShardContext<super::shard::mesh::MeshMsg, super::Command>,
+    state: &Rc<RefCell<ShardState>>,
+    listeners: &DataListeners,
+    certs: &std::sync::Arc<nervix_net::http::CertStore>,
+) {
+    let limits = nervix_net::http::ServerLimits {
+        max_body_bytes: listeners.max_body_bytes,
+        ..nervix_net::http::ServerLimits::default()
+    };
+    let queue = ctx.task_queue("http");
+    let (stop, stopped) = async_channel::bounded::<()>(1);
+    state.borrow_mut().stop_listeners = Some(stop);
+    let tls = match nervix_net::http::TlsAcceptor::new(certs.clone()) {
+        Ok(acceptor) => Some(acceptor),
+        Err(error) => {
+            tracing::error!("shard {}: HTTPS is off: {error}", ctx.shard);
+            None
+        }
+    };
+    // Without an acceptor the HTTPS address stays unbound (never served as plain HTTP).
+    let https_addr = listeners.https_addr.filter(|_| tls.is_some());
+    let bound = [(listeners.http_addr, None), (https_addr, tls)];
+    for (addr, tls) in bound {
+        let Some(addr) = addr else {
+            continue;
+        };
+        let listener = match nervix_net::http::Listener::bind(addr) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!("shard {}: cannot listen on {addr}: {error}", ctx.shard);
+                continue;
+            }
+        };
+        let service = Rc::new(ShardHttp::new(state.clone()));
+        let stopped = stopped.clone();
+        let stop = async move {
+            let _ = stopped.recv().await;
+        };
+        let task = nervix_net::http::serve(listener, tls, service, limits.clone(), stop);
+        match ctx.spawn_into(&queue, async move {
+            if let Err(error) = task.await {
+                tracing::error!("data listener {addr}: {error}");
+            }
+        }) {
+            Ok(task) => {
+                task.detach();
+            }
+            Err(error) => tracing::error!("shard {}: {error}", ctx.shard),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! HTTP ENDPOINT and WEBSOCKETS ENDPOINT sources resolved for the shards: which listener, which
+//! hosts and path serve them, the codec that decodes their bodies, and what a quiesce does to
+//! their senders (spec: "HTTP ENDPOINT And WEBSOCKETS ENDPOINT").
+//!
+//! The endpoint, its VHOST and the codec's wire schema are separate catalog entities; the plan
+//! copies what the listener needs so a shard never looks at the catalog. Host names compare
+//! case-insensitively (DNS), so they are kept in lower case. A TLS VHOST's certificate is not
+//! part of the plan: the data plane installs the bound bundle in the listeners' certificate
+//! store, so REBIND RESOURCE rotates it without redeploying (or pausing) the graph.
+
+use std::sync::Arc;
+
+use nervix_nspl::ast::catalog::{CodecSource, CreateEndpoint, CreateVhost, EndpointType};
+use nervix_nspl::ast::ingestor::{EndpointBody, IngestorHead};
+use nervix_nspl::ast::{CatalogStmt, QuiesceMode};
+use nervix_nspl::{ObjectKind, Statement};
+
+use super::{Builder, PlanError};
+use crate::catalog::EntityKey;
+use crate::codec::JsonCodecPlan;
+use crate::validate::route::Field;
+
+/// What a source's senders experience while its ingestor is quiesced (spec: "Quiesce Modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntakeQuiesce {
+    /// Endpoints: 503 with `Retry-After` (whole seconds, rounded up); WebSockets close 1013.
+    Reject { retry_after_s: u64 },
+    /// Payloads are held up to `max_bytes` and drain in order after the hold. Endpoints have
+    /// no overflow policy (a full buffer refuses); polling sources drop the oldest or newest.
+    Buffer {
+        max_bytes: u64,
+        overflow: Option<nervix_nspl::ast::OverflowPolicy>,
+    },
+    /// Polling sources skip polls (a sampling gap); nothing is retained.
+    Suspend,
+}
+
+/// One endpoint ingestor's source.
+#[derive(Debug)]
+pub struct EndpointPlan {
+    pub kind: EndpointType,
+    pub endpoint: String,
+    pub vhost: String,
+    /// Lower case.
+    pub hosts: Vec<String>,
+    pub path: String,
+    /// A TLS VHOST's endpoints are served on the HTTPS listener only, the others on the
+    /// plain one.
+    pub tls: bool,
+    pub codec: Arc<JsonCodecPlan>,
+    pub quiesce: IntakeQuiesce,
+}
+
+impl EndpointPlan {
+    /// Whether a request for `host` (lower case, port stripped) and `path` on the plain
+    /// (`tls == false`) or HTTPS listener reaches this endpoint.
+    pub fn serves(&self, host: Option<&str>, path: &str, tls: bool) -> bool {
+        self.tls == tls
+            && self.path == path
+            && host.is_some_and(|host| self.hosts.iter().any(|h| h == host))
+    }
+}
+
+impl<'d> Builder<'d> {
+    /// Resolves an endpoint ingestor's endpoint, VHOST and codec.
+    pub(super) fn endpoint_source(
+        &self,
+        owner: &str,
+        head: IngestorHead,
+        body: &EndpointBody,
+        codec: Option<&nervix_nspl::ast::Ident>,
+        fields: &[Field],
+    ) -> Result<EndpointPlan, PlanError> {
+        let missing = |what: String| PlanError::Missing {
+            entity: owner.to_string(),
+            what,
+        };
+        let endpoint: &CreateEndpoint = match self
+            .entity(ObjectKind::Endpoint, &body.endpoint.name)
+            .map(|e| &e.definition)
+        {
+            Some(Statement::Catalog(CatalogStmt::CreateEndpoint(endpoint))) => endpoint,
+            _ => return Err(missing(format!("endpoint '{}'", body.endpoint.name))),
+        };
+        // VHOSTs are cluster-wide entities.
+        let vhost: &CreateVhost = match self
+            .global
+            .get(&EntityKey::new(ObjectKind::Vhost, &endpoint.vhost.name))
+            .map(|e| &e.definition)
+        {
+            Some(Statement::Catalog(CatalogStmt::CreateVhost(vhost))) => vhost,
+            _ => return Err(missing(format!("vhost '{}'", endpoint.vhost.name))),
+        };
+        if endpoint.signaling_protocol.is_some() {
+            return Err(PlanError::Unsupported {
+                entity: owner.to_string(),
+                what: "an endpoint WITH SIGNALING PROTOCOL".to_string(),
+            });
+        }
+        let codec_name = codec.ok_or_else(|| missing("DECODE USING".to_string()))?;
+        let create_codec = match self
+            .entity(ObjectKind::Codec, &codec_name.name)
+            .map(|e| &e.definition)
+        {
+            Some(Statement::Catalog(CatalogStmt::CreateCodec(codec))) => codec,
+            _ => return Err(missing(format!("codec '{}'", codec_name.name))),
+        };
+        let wire_name = match &create_codec.source {
+            CodecSource::Wire {
+                format: nervix_nspl::ast::catalog::WireFormat::Json,
+                wire_schema,
+                ..
+            } => wire_schema,
+            CodecSource::Wire { format, .. } => {
+                return Err(PlanError::Unsupported {
+                    entity: owner.to_string(),
+                    what: format!("the WIRE {} codec '{}'", format.keyword(), codec_name.name),
+                })
+            }
+            CodecSource::Jaq { .. } => {
+                return Err(PlanError::Unsupported {
+                    entity: owner.to_string(),
+                    what: format!("the JAQ codec '{}'", codec_name.name),
+                })
+            }
+        };
+        let wire = match self
+            .entity(ObjectKind::WireSchema, &wire_name.name)
+            .map(|e| &e.definition)
+        {
+            Some(Statement::Catalog(CatalogStmt::CreateWireSchema(wire))) => wire,
+            _ => return Err(missing(format!("wire schema '{}'", wire_name.name))),
+        };
+        let codec = JsonCodecPlan::build(create_codec, wire, fields).map_err(|error| {
+            PlanError::Compile {
+                entity: owner.to_string(),
+                message: format!("codec '{}': {error}", codec_name.name),
+            }
+        })?;
+        let quiesce = match &body.quiesce {
+            QuiesceMode::RejectRetryAfter(after) => IntakeQuiesce::Reject {
+                retry_after_s: after.nanos.div_ceil(1_000_000_000),
+            },
+            QuiesceMode::Buffer { max_size, .. } => IntakeQuiesce::Buffer {
+                max_bytes: max_size.bytes,
+                overflow: None,
+            },
+            // Validation admits only REJECT and BUFFER for endpoints.
+            other => {
+                return Err(PlanError::Unsupported {
+                    entity: owner.to_string(),
+                    what: format!("{other:?} on an {}", head.phrase()),
+                })
+            }
+        };
+        Ok(EndpointPlan {
+            kind: endpoint.endpoint_type,
+            endpoint: endpoint.name.name.clone(),
+            vhost: vhost.name.name.clone(),
+            hosts: vhost.hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            path: endpoint.path.clone(),
+            tls: vhost.tls.is_some(),
+            codec: Arc::new(codec),
+            quiesce,
+        })
+    }
+}

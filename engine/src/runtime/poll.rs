@@ -1,0 +1,119 @@
+//! HTTP REQUEST ingestors' pollers (spec: "HTTP REQUEST"): each polling source of a deployed
+//! graph gets a poller on the connector runtime (`nervix_connectors::http::poll_loop`: the
+//! anchored cadence, 204 as no message, SUSPEND skipping polls) and a task on the shard that
+//! offers each polled body to the ingestor's intake, which decodes it into ingest groups or,
+//! during a BUFFER quiesce, retains it (dropping by ON OVERFLOW when full).
+//!
+//! The shard task resolves the ingestor by name for every body, so a poll in flight while the
+//! graph is swapped lands in the replacement; the old poller ends when its intake goes (the
+//! intake's `stopped` flag), and the replacement's poller starts with the new graph. A body the
+//! intake cannot take yet (a full relay, a SUSPEND hold) waits; the poller's bounded channel
+//! then pauses polling.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use nervix_connectors::http::{poll_loop, HttpClient, Polled};
+
+use super::plan::SourcePlan;
+use super::shard::endpoint::{IntakeSource, Offer};
+use super::shard::ShardState;
+
+/// Polled bodies waiting between a poller and its shard.
+pub const POLL_QUEUE_BODIES: usize = 2;
+/// How often a body the intake cannot take yet is offered again.
+const POLL_RETRY_MS: u64 = 1;
+
+/// Starts the pollers of `domain`'s polling sources that live on this shard.
+pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
+    let sources: Vec<(String, IntakeSource, _, _)> = {
+        let shard = state.borrow();
+        let Some(run) = shard.runs.get(domain) else {
+            return;
+        };
+        run.graph
+            .plan
+            .ingestors
+            .iter()
+            .zip(&run.intakes)
+            .filter_map(|(ingestor, intake)| {
+                let intake = intake.as_ref()?;
+                matches!(ingestor.source, SourcePlan::HttpPoll(_)).then(|| {
+                    (
+                        ingestor.name.clone(),
+                        intake.source.clone(),
+                        intake.suspended.clone(),
+                        intake.stopped.clone(),
+                    )
+                })
+            })
+            .collect()
+    };
+    let Some(runtime) = state.borrow().connectors.clone() else {
+        return;
+    };
+    for (name, source, suspended, stopped) in sources {
+        let IntakeSource::Poll(plan) = source else {
+            continue;
+        };
+        let label = format!("domain '{domain}': ingestor '{name}'");
+        let client = match HttpClient::new(plan.client.clone()) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::error!("{label} cannot poll: {error}");
+                continue;
+            }
+        };
+        let (bodies, received) = async_channel::bounded::<Polled>(POLL_QUEUE_BODIES);
+        runtime.spawn(poll_loop(
+            client,
+            plan.every_ns,
+            suspended,
+            stopped.clone(),
+            bodies,
+            label.clone(),
+        ));
+        let state = state.clone();
+        let domain = domain.to_string();
+        glommio::spawn_local(async move {
+            while let Ok(polled) = received.recv().await {
+                offer(&state, &domain, &name, &polled.body, &label).await;
+                if stopped.load(std::sync::atomic::Ordering::Acquire) {
+                    break;
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+/// Offers one polled body until the ingestor takes it or no longer exists.
+async fn offer(
+    state: &Rc<RefCell<ShardState>>,
+    domain: &str,
+    name: &str,
+    body: &[u8],
+    label: &str,
+) {
+    loop {
+        let offered = {
+            let mut shard = state.borrow_mut();
+            match shard.poll_target(domain, name) {
+                Some(target) => shard.offer_payload(&target, body),
+                None => Offer::Gone,
+            }
+        };
+        match offered {
+            Offer::Accepted => return,
+            Offer::Busy => glommio::timer::sleep(Duration::from_millis(POLL_RETRY_MS)).await,
+            Offer::Refused { .. } | Offer::Gone => {
+                tracing::warn!(
+                    "{label}: a polled body of {} bytes was dropped: the ingestor no longer runs",
+                    body.len()
+                );
+                return;
+            }
+        }
+    }
+}

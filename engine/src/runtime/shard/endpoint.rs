@@ -1,0 +1,440 @@
+//! Endpoint intake on a shard: HTTP bodies and WebSocket messages decoded into ingest groups
+//! of HTTP ENDPOINT / WEBSOCKETS ENDPOINT ingestors (spec: "HTTP ENDPOINT And WEBSOCKETS
+//! ENDPOINT", "Quiesce Modes"; DESIGN §5.1).
+//!
+//! A payload is offered to every ingestor serving its route; each answers with an [`Offer`].
+//! Accepted means the body is this shard's responsibility: it was decoded into the ingestor's
+//! open ingest group (or, for a codec failure, reported — the spec accepts such a body and
+//! reports the decode failure), or it was retained by `BUFFER` during a quiesce. Endpoints are
+//! `MODE NO ACK`, so an accepted payload carries no acknowledgement root.
+//!
+//! Groups close at [`INGEST_GROUP_MESSAGES`] rows or after [`INGEST_GROUP_IDLE_NS`] without a
+//! new payload; a payload's rows never split across groups (the decoder adds a payload
+//! atomically). A relay that cannot take more (backpressure) makes the offer [`Offer::Busy`]:
+//! the connection waits and offers again, so a full graph slows senders instead of losing rows.
+//! Bodies retained during a quiesce drain in arrival order before any new live payload.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::codec::JsonDecoder;
+use crate::runtime::plan::{EndpointPlan, IntakeQuiesce, PollPlan, SourcePlan};
+
+use super::graph::Instant;
+use super::ShardState;
+
+/// A source closes its ingest group at this many messages (DESIGN §5.1).
+pub const INGEST_GROUP_MESSAGES: usize = 1_024;
+/// ... or after this long without a new payload (DESIGN §5.1: 5 ms source-idle).
+pub const INGEST_GROUP_IDLE_NS: u64 = 5_000_000;
+
+/// The source instance an intake serves: its plan identifies it (a replaced or stopped source
+/// is a different one, whatever its name).
+#[derive(Clone)]
+pub enum IntakeSource {
+    Endpoint(Arc<EndpointPlan>),
+    Poll(Arc<PollPlan>),
+}
+
+impl IntakeSource {
+    fn same(&self, other: &IntakeSource) -> bool {
+        match (self, other) {
+            (IntakeSource::Endpoint(a), IntakeSource::Endpoint(b)) => Arc::ptr_eq(a, b),
+            (IntakeSource::Poll(a), IntakeSource::Poll(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    pub fn quiesce(&self) -> IntakeQuiesce {
+        match self {
+            IntakeSource::Endpoint(plan) => plan.quiesce,
+            IntakeSource::Poll(plan) => plan.quiesce,
+        }
+    }
+}
+
+/// One payload-decoding ingestor's intake on this shard (endpoints, polls).
+pub struct PayloadIntake {
+    pub source: IntakeSource,
+    decoder: JsonDecoder,
+    /// Polls: set while the ingestor is quiesced under SUSPEND, so its poller skips polls.
+    pub suspended: Arc<std::sync::atomic::AtomicBool>,
+    /// Polls: set when this intake goes (its source stopped or was replaced): the poller ends.
+    pub stopped: Arc<std::sync::atomic::AtomicBool>,
+    /// Physical instant of the last payload added to the open group (0: no open group).
+    last_payload_ns: u64,
+    /// Bodies retained by `BUFFER` during a quiesce, in arrival order, and their bytes.
+    retained: VecDeque<Vec<u8>>,
+    retained_bytes: u64,
+    pub counters: IntakeCounters,
+}
+
+/// What one endpoint ingestor counted on this shard.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IntakeCounters {
+    pub payloads_accepted: u64,
+    pub payloads_rejected: u64,
+    pub records_decoded: u64,
+    pub decode_failures: u64,
+    pub payloads_retained: u64,
+    /// Retained payloads a BUFFER … ON OVERFLOW policy dropped.
+    pub payloads_dropped: u64,
+}
+
+impl PayloadIntake {
+    pub fn new(source: IntakeSource) -> PayloadIntake {
+        let codec = match &source {
+            IntakeSource::Endpoint(plan) => plan.codec.clone(),
+            IntakeSource::Poll(plan) => plan.codec.clone(),
+        };
+        PayloadIntake {
+            decoder: JsonDecoder::new(codec),
+            source,
+            suspended: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stopped: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            last_payload_ns: 0,
+            retained: VecDeque::new(),
+            retained_bytes: 0,
+            counters: IntakeCounters::default(),
+        }
+    }
+
+    /// Bodies and bytes retained by a quiesce.
+    pub fn retained(&self) -> (usize, u64) {
+        (self.retained.len(), self.retained_bytes)
+    }
+
+    /// Takes the retained bodies (they move to the replacement graph's intake).
+    pub fn take_retained(&mut self) -> (VecDeque<Vec<u8>>, u64) {
+        let bytes = std::mem::take(&mut self.retained_bytes);
+        (std::mem::take(&mut self.retained), bytes)
+    }
+
+    pub fn restore_retained(&mut self, retained: VecDeque<Vec<u8>>, bytes: u64) {
+        self.retained = retained;
+        self.retained_bytes = bytes;
+    }
+
+    /// Retains `payload` under `BUFFER MAX SIZE max_bytes [ON OVERFLOW …]`: endpoints refuse
+    /// what does not fit; polling sources drop the oldest retained payloads or the new one.
+    fn retain(
+        &mut self,
+        payload: &[u8],
+        max_bytes: u64,
+        overflow: Option<nervix_nspl::ast::OverflowPolicy>,
+    ) -> Offer {
+        use nervix_nspl::ast::OverflowPolicy;
+        let size = payload.len() as u64;
+        let fits = |intake: &PayloadIntake| intake.retained_bytes + size <= max_bytes;
+        match overflow {
+            _ if fits(self) => {}
+            None => {
+                return Offer::Refused {
+                    retry_after_s: None,
+                }
+            }
+            Some(OverflowPolicy::DropNewest) => {
+                self.counters.payloads_dropped += 1;
+                return Offer::Accepted;
+            }
+            Some(OverflowPolicy::DropOldest) => {
+                while !fits(self) {
+                    let Some(oldest) = self.retained.pop_front() else {
+                        // Larger than the whole buffer: it is the one dropped.
+                        self.counters.payloads_dropped += 1;
+                        return Offer::Accepted;
+                    };
+                    self.retained_bytes -= oldest.len() as u64;
+                    self.counters.payloads_dropped += 1;
+                }
+            }
+        }
+        self.retained.push_back(payload.to_vec());
+        self.retained_bytes += size;
+        self.counters.payloads_retained += 1;
+        Offer::Accepted
+    }
+
+    /// When the open group must close, in physical ns.
+    pub fn group_deadline_ns(&self) -> Option<u64> {
+        (self.last_payload_ns != 0).then(|| self.last_payload_ns + INGEST_GROUP_IDLE_NS)
+    }
+}
+
+impl Drop for PayloadIntake {
+    fn drop(&mut self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// An ingestor a payload is for: the source identifies the instance.
+#[derive(Clone)]
+pub struct EndpointTarget {
+    pub domain: String,
+    pub index: usize,
+    pub source: IntakeSource,
+}
+
+impl EndpointTarget {
+    /// The endpoint plan of an endpoint target.
+    pub fn endpoint(&self) -> Option<&EndpointPlan> {
+        match &self.source {
+            IntakeSource::Endpoint(plan) => Some(plan),
+            IntakeSource::Poll(_) => None,
+        }
+    }
+}
+
+/// An ingestor's answer to one offered payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    Accepted,
+    /// The ingestor cannot take rows now (a full relay): offer again shortly.
+    Busy,
+    /// Quiesced under REJECT (`Some(retry_after_s)`), or a BUFFER that is full (`None`).
+    Refused {
+        retry_after_s: Option<u64>,
+    },
+    /// The ingestor is not running here any more (its domain stopped or it was replaced).
+    Gone,
+}
+
+impl ShardState {
+    /// Ingestors of started domains that serve `host` + `path` on the plain or TLS listener,
+    /// as `(domain, ingestor index, kind)`. A scan: a node runs few endpoint ingestors, and
+    /// a request is a whole payload of rows.
+    pub fn endpoint_route(&self, host: Option<&str>, path: &str, tls: bool) -> Vec<EndpointTarget> {
+        let mut found = Vec::new();
+        for (domain, run) in &self.runs {
+            for (index, ingestor) in run.graph.plan.ingestors.iter().enumerate() {
+                if let SourcePlan::Endpoint(endpoint) = &ingestor.source {
+                    if endpoint.serves(host, path, tls) {
+                        found.push(EndpointTarget {
+                            domain: domain.clone(),
+                            index,
+                            source: IntakeSource::Endpoint(endpoint.clone()),
+                        });
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// The intake of `target` if it still runs the source the target was routed to (a
+    /// replaced or stopped source is gone: its connections must not feed the replacement).
+    fn intake_of(&mut self, target: &EndpointTarget) -> Option<&mut PayloadIntake> {
+        let run = self.runs.get_mut(&target.domain)?;
+        let intake = run.intakes.get_mut(target.index)?.as_mut()?;
+        intake.source.same(&target.source).then_some(intake)
+    }
+
+    /// Whether `target` takes payloads now or retains them (an established WebSocket stays
+    /// open); false when its source is gone or quiesced under REJECT.
+    pub fn endpoint_accepts(&self, target: &EndpointTarget) -> bool {
+        let Some(run) = self.runs.get(&target.domain) else {
+            return false;
+        };
+        let open = run.admission.get(target.index).is_some_and(|a| a.open);
+        match run.intakes.get(target.index).and_then(Option::as_ref) {
+            Some(intake) if intake.source.same(&target.source) => {
+                open || matches!(intake.source.quiesce(), IntakeQuiesce::Buffer { .. })
+            }
+            _ => false,
+        }
+    }
+
+    /// The `Retry-After` of `target` while it refuses under REJECT.
+    pub fn endpoint_retry_after_s(&self, target: &EndpointTarget) -> Option<u64> {
+        match target.source.quiesce() {
+            IntakeQuiesce::Reject { retry_after_s } if !self.endpoint_accepts(target) => {
+                Some(retry_after_s)
+            }
+            _ => None,
+        }
+    }
+
+    /// The current target of ingestor `name` of `domain` when it is a polling source here.
+    pub fn poll_target(&self, domain: &str, name: &str) -> Option<EndpointTarget> {
+        let run = self.runs.get(domain)?;
+        let index = run.graph.plan.ingestor(name)?;
+        let intake = run.intakes.get(index)?.as_ref()?;
+        matches!(intake.source, IntakeSource::Poll(_)).then(|| EndpointTarget {
+            domain: domain.to_string(),
+            index,
+            source: intake.source.clone(),
+        })
+    }
+
+    /// Marks the polling sources of `domain` suspended (or not) per their quiesce mode.
+    pub(super) fn suspend_polls(&mut self, domain: &str, suspend: bool) {
+        if let Some(run) = self.runs.get(domain) {
+            for intake in run.intakes.iter().flatten() {
+                if intake.source.quiesce() == IntakeQuiesce::Suspend {
+                    intake
+                        .suspended
+                        .store(suspend, std::sync::atomic::Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Offers one payload to `target`.
+    pub fn offer_payload(&mut self, target: &EndpointTarget, payload: &[u8]) -> Offer {
+        let at = self.instant();
+        let (domain, index) = (target.domain.as_str(), target.index);
+        let Some(run) = self.runs.get(domain) else {
+            return Offer::Gone;
+        };
+        let open = run.admission.get(index).is_some_and(|a| a.open);
+        let ready = run.graph.ingestor_ready(index);
+        let Some(intake) = self.intake_of(target) else {
+            return Offer::Gone;
+        };
+        if !open {
+            let offer = match intake.source.quiesce() {
+                IntakeQuiesce::Reject { retry_after_s } => Offer::Refused {
+                    retry_after_s: Some(retry_after_s),
+                },
+                IntakeQuiesce::Buffer {
+                    max_bytes,
+                    overflow,
+                } => intake.retain(payload, max_bytes, overflow),
+                // A poll already taken waits for the hold to end (later polls are skipped).
+                IntakeQuiesce::Suspend => return Offer::Busy,
+            };
+            match offer {
+                Offer::Accepted => intake.counters.payloads_accepted += 1,
+                _ => intake.counters.payloads_rejected += 1,
+            }
+            return offer;
+        }
+        if !ready || !intake.retained.is_empty() {
+            // Retained bodies go first; live ones wait behind them.
+            self.drain_retained(at);
+            return Offer::Busy;
+        }
+        intake.counters.payloads_accepted += 1;
+        self.decode_into_group(domain, index, payload, at);
+        self.step();
+        Offer::Accepted
+    }
+
+    /// Decodes one payload into the open group and closes the group when it is full.
+    fn decode_into_group(&mut self, domain: &str, index: usize, payload: &[u8], at: Instant) {
+        let Some(run) = self.runs.get_mut(domain) else {
+            return;
+        };
+        let Some(Some(intake)) = run.intakes.get_mut(index) else {
+            return;
+        };
+        match intake.decoder.decode_payload(payload) {
+            Ok(records) => {
+                intake.counters.records_decoded += u64::from(records);
+                intake.last_payload_ns = at.now.physical_ns.max(1);
+            }
+            Err(error) => {
+                intake.counters.decode_failures += 1;
+                let ingestor = &run.graph.plan.ingestors[index];
+                if ingestor.general_error == nervix_nspl::ast::GeneralErrorPolicy::Log {
+                    tracing::warn!(
+                        "domain '{domain}': ingestor '{}' could not decode a payload of {} \
+                         bytes: {error}",
+                        ingestor.name,
+                        payload.len()
+                    );
+                }
+            }
+        }
+        if intake.decoder.buffered_rows() >= INGEST_GROUP_MESSAGES {
+            self.close_group(domain, index, at);
+        }
+    }
+
+    /// Hands the open group of ingestor `index` to its graph.
+    fn close_group(&mut self, domain: &str, index: usize, at: Instant) {
+        let Some(run) = self.runs.get_mut(domain) else {
+            return;
+        };
+        let Some(Some(intake)) = run.intakes.get_mut(index) else {
+            return;
+        };
+        intake.last_payload_ns = 0;
+        if intake.decoder.buffered_rows() == 0 {
+            return;
+        }
+        let batch = intake.decoder.finish();
+        let rows = batch.num_rows() as u64;
+        self.counters.rows_admitted += rows;
+        self.counters.bytes_admitted += super::buffers::logical_bytes(&batch);
+        run.graph.ingest(index, &batch, None, at, super::cx!(self));
+    }
+
+    /// Closes every endpoint group of `domain` (a hold drains what was accepted).
+    pub fn close_all_groups(&mut self, domain: &str) {
+        let at = self.instant();
+        let count = self.runs.get(domain).map_or(0, |run| run.intakes.len());
+        for index in 0..count {
+            self.close_group(domain, index, at);
+        }
+    }
+
+    /// Closes groups idle for [`INGEST_GROUP_IDLE_NS`] and drains retained bodies.
+    pub(super) fn endpoint_tick(&mut self, at: Instant) {
+        let mut due = Vec::new();
+        for (domain, run) in &self.runs {
+            for (index, intake) in run.intakes.iter().enumerate() {
+                if let Some(intake) = intake {
+                    if intake
+                        .group_deadline_ns()
+                        .is_some_and(|deadline| deadline <= at.now.physical_ns)
+                    {
+                        due.push((domain.clone(), index));
+                    }
+                }
+            }
+        }
+        for (domain, index) in due {
+            self.close_group(&domain, index, at);
+        }
+        self.drain_retained(at);
+    }
+
+    /// Retained bodies of open, ready ingestors enter their groups in arrival order.
+    fn drain_retained(&mut self, at: Instant) {
+        let mut work = Vec::new();
+        for (domain, run) in &self.runs {
+            for (index, intake) in run.intakes.iter().enumerate() {
+                if intake.as_ref().is_some_and(|i| !i.retained.is_empty()) {
+                    work.push((domain.clone(), index));
+                }
+            }
+        }
+        for (domain, index) in work {
+            while let Some(run) = self.runs.get_mut(&domain) {
+                let open = run.admission.get(index).is_some_and(|a| a.open);
+                if !open || !run.graph.ingestor_ready(index) {
+                    break;
+                }
+                let Some(Some(intake)) = run.intakes.get_mut(index) else {
+                    break;
+                };
+                let Some(payload) = intake.retained.pop_front() else {
+                    break;
+                };
+                intake.retained_bytes -= payload.len() as u64;
+                self.decode_into_group(&domain, index, &payload, at);
+            }
+        }
+    }
+
+    /// The earliest idle deadline of an open endpoint group.
+    pub(super) fn endpoint_deadline_ns(&self) -> Option<u64> {
+        self.runs
+            .values()
+            .flat_map(|run| run.intakes.iter().flatten())
+            .filter_map(PayloadIntake::group_deadline_ns)
+            .min()
+    }
+}

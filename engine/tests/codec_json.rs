@@ -1,0 +1,358 @@
+//! The WIRE JSON codec through `nervix::codec`: RFC 8259 conformance against JSONTestSuite,
+//! data-driven decode cases from `tests/codec/*.json`, the record limit, atomic rollback and
+//! the NDJSON encoder's round trip.
+//!
+//! A case file holds `nspl` (a wire schema, a schema and a codec), and `cases`, each with a
+//! `payload` (or `lines`, joined with newlines), optionally a `prefix` payload decoded first,
+//! and either `rows` (every buffered row after the case, as JSON objects; DATETIME as UTC
+//! nanoseconds) or `error` (the exact `DecodeError` text; the rows are then the prefix's).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampNanosecondType,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType as Arrow;
+use nervix::codec::{
+    encode_ndjson, validate_json_text, CodecError, DecodeCause, JsonCodecPlan, JsonDecoder,
+    MAX_RECORDS_PER_PAYLOAD,
+};
+use nervix::nspl::ast::catalog::{CatalogStmt, CreateCodec, CreateWireSchema};
+use nervix::nspl::Statement;
+use nervix::types::{DataType, FieldType};
+use nervix::validate::route::Field;
+use serde_json::{json, Map, Value};
+
+/// The plan of the codec an NSPL script declares.
+fn plan(nspl: &str) -> Arc<JsonCodecPlan> {
+    Arc::new(try_plan(nspl).expect("plan builds"))
+}
+
+fn try_plan(nspl: &str) -> Result<JsonCodecPlan, CodecError> {
+    let script = nervix::nspl::parse_script(nspl);
+    assert!(script.errors.is_empty(), "{:?}", script.errors);
+    let (mut wire, mut codec, mut fields): (Option<CreateWireSchema>, Option<CreateCodec>, _) =
+        (None, None, Vec::new());
+    for s in script.statements {
+        match s.statement {
+            Statement::Catalog(CatalogStmt::CreateWireSchema(w)) => wire = Some(w),
+            Statement::Catalog(CatalogStmt::CreateCodec(c)) => codec = Some(c),
+            Statement::Catalog(CatalogStmt::CreateSchema(schema)) => {
+                fields = schema
+                    .fields
+                    .iter()
+                    .map(|f| Field {
+                        name: f.name.name.clone(),
+                        ty: FieldType {
+                            data_type: DataType::from_type_name(&f.ty),
+                            nullable: f.optional,
+                            sensitive: f.sensitive,
+                        },
+                    })
+                    .collect()
+            }
+            other => panic!("unexpected statement {other:?}"),
+        }
+    }
+    let (wire, codec) = (wire.expect("a wire schema"), codec.expect("a codec"));
+    JsonCodecPlan::build(&codec, &wire, &fields)
+}
+
+/// Every row of `batch` as a JSON object.
+fn rows(batch: &RecordBatch) -> Vec<Value> {
+    (0..batch.num_rows())
+        .map(|row| {
+            let mut object = Map::new();
+            for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+                object.insert(field.name().clone(), cell(column.as_ref(), row));
+            }
+            Value::Object(object)
+        })
+        .collect()
+}
+
+fn cell(array: &dyn Array, row: usize) -> Value {
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    match array.data_type() {
+        Arrow::UInt8 => json!(array.as_primitive::<UInt8Type>().value(row)),
+        Arrow::Int8 => json!(array.as_primitive::<Int8Type>().value(row)),
+        Arrow::UInt16 => json!(array.as_primitive::<UInt16Type>().value(row)),
+        Arrow::Int16 => json!(array.as_primitive::<Int16Type>().value(row)),
+        Arrow::UInt32 => json!(array.as_primitive::<UInt32Type>().value(row)),
+        Arrow::Int32 => json!(array.as_primitive::<Int32Type>().value(row)),
+        Arrow::UInt64 => json!(array.as_primitive::<UInt64Type>().value(row)),
+        Arrow::Int64 => json!(array.as_primitive::<Int64Type>().value(row)),
+        Arrow::Float32 => json!(array.as_primitive::<Float32Type>().value(row)),
+        Arrow::Float64 => json!(array.as_primitive::<Float64Type>().value(row)),
+        Arrow::Boolean => json!(array.as_boolean().value(row)),
+        Arrow::Utf8 => json!(array.as_string::<i32>().value(row)),
+        Arrow::Timestamp(..) => json!(array.as_primitive::<TimestampNanosecondType>().value(row)),
+        Arrow::List(_) => elements(array.as_list::<i32>().value(row).as_ref()),
+        Arrow::FixedSizeList(..) => elements(array.as_fixed_size_list().value(row).as_ref()),
+        other => panic!("no JSON form for {other}"),
+    }
+}
+
+fn elements(values: &dyn Array) -> Value {
+    Value::Array((0..values.len()).map(|i| cell(values, i)).collect())
+}
+
+fn payload_of(case: &Value, key: &str) -> Option<Vec<u8>> {
+    match case.get(key) {
+        Some(Value::String(s)) => Some(s.clone().into_bytes()),
+        _ if key == "payload" => case.get("lines").map(|lines| {
+            let lines: Vec<&str> = lines
+                .as_array()
+                .expect("lines is an array")
+                .iter()
+                .map(|l| l.as_str().expect("a line is a string"))
+                .collect();
+            lines.join("\n").into_bytes()
+        }),
+        _ => None,
+    }
+}
+
+#[test]
+fn decode_cases() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codec");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/codec is readable")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("case file");
+        let file: Value = serde_json::from_str(&text).expect("case file is JSON");
+        let plan = plan(file["nspl"].as_str().expect("nspl"));
+        let schema = plan.schema();
+        let mut decoder = JsonDecoder::new(plan);
+        for case in file["cases"].as_array().expect("cases") {
+            let name = format!("{} / {}", path.display(), case["name"]);
+            if let Some(prefix) = payload_of(case, "prefix") {
+                decoder
+                    .decode_payload(&prefix)
+                    .unwrap_or_else(|e| panic!("{name}: prefix: {e}"));
+            }
+            let before = decoder.buffered_rows();
+            let payload = payload_of(case, "payload").expect("payload or lines");
+            let result = decoder.decode_payload(&payload);
+            let expected_error = case.get("error").and_then(Value::as_str);
+            match (&result, expected_error) {
+                (Err(e), Some(expected)) => {
+                    if e.to_string() != expected {
+                        failures.push(format!("{name}:\n  error {e}\n  expected {expected}"));
+                    }
+                    assert_eq!(decoder.buffered_rows(), before, "{name}: rolled back");
+                }
+                (Ok(n), None) => {
+                    assert_eq!(decoder.buffered_rows(), before + *n as usize, "{name}")
+                }
+                _ => failures.push(format!(
+                    "{name}: got {result:?}, expected {expected_error:?}"
+                )),
+            }
+            let batch = decoder.finish();
+            assert_eq!(batch.schema(), schema, "{name}");
+            let expected = case.get("rows").cloned().unwrap_or(json!([]));
+            let actual = Value::Array(rows(&batch));
+            if actual != expected {
+                failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
+            }
+            assert_eq!(decoder.buffered_rows(), 0);
+            count += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("{count} decode cases");
+}
+
+#[test]
+fn plans_follow_the_decode_table() {
+    let refused = |wire: &str, schema: &str, encode: &str| {
+        try_plan(&format!(
+            "CREATE WIRE JSON SCHEMA w MODE STRICT ({wire}); CREATE SCHEMA s ({schema});
+             CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s {encode};"
+        ))
+        .expect_err("refused")
+        .to_string()
+    };
+    assert_eq!(
+        refused("a integer", "a STRING", ""),
+        "wire field 'a' (integer) does not decode into STRING"
+    );
+    assert_eq!(
+        refused("a number", "a I64", ""),
+        "wire field 'a' (number) does not decode into I64"
+    );
+    assert_eq!(
+        refused("a string", "a DATETIME", ""),
+        "wire field 'a' (string) does not decode into DATETIME"
+    );
+    assert_eq!(
+        refused("a array", "a VEC<DATETIME>", ""),
+        "wire field 'a' (array) does not decode into VEC<DATETIME>"
+    );
+    assert_eq!(
+        refused("a string OPTIONAL", "a STRING", ""),
+        "required field 'a' has no required wire field of the same name"
+    );
+    assert_eq!(
+        refused("b string", "a STRING", ""),
+        "required field 'a' has no required wire field of the same name"
+    );
+    assert_eq!(
+        refused("a integer", "a I64", "ENCODE a AS RFC3339"),
+        "ENCODE a AS RFC3339 needs a DATETIME field fed by a wire string"
+    );
+    let schema = try_plan(
+        "CREATE WIRE JSON SCHEMA w MODE LOOSE (a string); CREATE SCHEMA s (a STRING, b I8 OPTIONAL);
+         CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s;",
+    )
+    .expect("builds")
+    .schema();
+    assert_eq!(schema.fields().len(), 2);
+    assert!(!schema.field(0).is_nullable() && schema.field(1).is_nullable());
+}
+
+const ORDERS: &str = "
+    CREATE WIRE JSON SCHEMA w MODE STRICT (region string, order_id string, amount integer,
+        value string OPTIONAL);
+    CREATE SCHEMA s (region STRING, order_id STRING, amount I64, value STRING OPTIONAL);
+    CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s;";
+
+fn order(i: usize) -> String {
+    format!(r#"{{"region":"eu-west","order_id":"o-{i}","amount":{i},"value":"v"}}"#)
+}
+
+#[test]
+fn record_limit_is_enforced_per_payload() {
+    let mut decoder = JsonDecoder::new(plan(ORDERS));
+    let records: Vec<String> = (0..MAX_RECORDS_PER_PAYLOAD).map(order).collect();
+    let full = format!("[{}]", records.join(","));
+    assert_eq!(
+        decoder.decode_payload(full.as_bytes()).unwrap() as usize,
+        MAX_RECORDS_PER_PAYLOAD
+    );
+    let over = format!("{}\n{}", records.join("\n"), order(0));
+    let err = decoder.decode_payload(over.as_bytes()).unwrap_err();
+    assert_eq!(err.cause, DecodeCause::TooManyRecords);
+    assert_eq!(err.record, Some(MAX_RECORDS_PER_PAYLOAD as u32));
+    assert_eq!(decoder.buffered_rows(), MAX_RECORDS_PER_PAYLOAD);
+    assert_eq!(decoder.finish().num_rows(), MAX_RECORDS_PER_PAYLOAD);
+}
+
+#[test]
+fn ndjson_round_trips() {
+    let nspl = "
+        CREATE WIRE JSON SCHEMA w MODE STRICT (u8 integer, i8 integer, u16 integer, i16 integer,
+            u32 integer, i32 integer OPTIONAL, u64 integer, i64 integer, f32 number,
+            f64 number OPTIONAL, b boolean, s string, obj object OPTIONAL, 'camelCase' string,
+            at string, v array, a array OPTIONAL, l array, n null OPTIONAL, dropped integer);
+        CREATE SCHEMA s (u8 U8, i8 I8, u16 U16, i16 I16, u32 U32, i32 I32 OPTIONAL, u64 U64,
+            i64 I64, f32 F32, f64 F64 OPTIONAL, b BOOL, s STRING, obj STRING OPTIONAL, at DATETIME,
+            v VEC<VEC<I64>>, a ARRAY<F64, 2, 2> OPTIONAL, l LIST<STRING>, n BYTES OPTIONAL,
+            missing STRING OPTIONAL);
+        CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s ENCODE at AS RFC3339;";
+    let plan = plan(nspl);
+    let mut decoder = JsonDecoder::new(Arc::clone(&plan));
+    let payload = r#"[
+      {"u8":255,"i8":-128,"u16":65535,"i16":-32768,"u32":4294967295,"i32":null,
+       "u64":18446744073709551615,"i64":-9223372036854775808,"f32":1.5,"f64":-2.5e300,
+       "b":true,"s":"quote \" tab \t é \u0001","at":"2024-02-29T12:34:56.123456789+02:00",
+       "v":[[1,2],[],null,[3]],"a":[[1.0,2.0],[null,4.5]],"l":["x",{"k":[1]},null],
+       "n":null,"dropped":7,"obj":{ "x" : [1, {"y": null}] },"camelCase":"c"},
+      {"u8":0,"i8":0,"u16":0,"i16":0,"u32":0,"i32":-1,"u64":0,"i64":0,"f32":-0.0,
+       "b":false,"s":"","at":"1970-01-01T00:00:00Z","v":[],"l":[],"dropped":-1,
+       "camelCase":"d"}
+    ]"#;
+    assert_eq!(decoder.decode_payload(payload.as_bytes()).unwrap(), 2);
+    let batch = decoder.finish();
+    let mut out = Vec::new();
+    encode_ndjson(&batch, &plan, &mut out);
+    validate_json_text(out.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    // "dropped" has no schema field, so it is not written, and STRICT requires it: decode the
+    // encoded rows with a LOOSE plan whose wire field is OPTIONAL.
+    let loose = nspl
+        .replace("MODE STRICT", "MODE LOOSE")
+        .replace("dropped integer", "dropped integer OPTIONAL")
+        .replace("'camelCase' string", "'camelCase' string OPTIONAL");
+    let mut again = JsonDecoder::new(self::plan(&loose));
+    assert_eq!(
+        again.decode_payload(&out).unwrap(),
+        2,
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    let round = again.finish();
+    assert_eq!(round, batch, "{}", String::from_utf8_lossy(&out));
+    assert_eq!(rows(&batch)[0]["at"], json!(1_709_202_896_123_456_789_i64));
+    assert_eq!(rows(&batch)[0]["l"], json!(["x", r#"{"k":[1]}"#, null]));
+    assert_eq!(
+        rows(&batch)[0]["obj"],
+        json!(r#"{ "x" : [1, {"y": null}] }"#)
+    );
+}
+
+/// The JSONTestSuite directory, when the shared test data is present.
+fn suite() -> Option<std::path::PathBuf> {
+    let dir = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/testdata/JSONTestSuite/test_parsing"
+    ));
+    dir.is_dir().then(|| dir.to_path_buf())
+}
+
+#[test]
+fn json_test_suite() {
+    let Some(dir) = suite() else {
+        println!("note: shared/testdata/JSONTestSuite is absent; skipped");
+        return;
+    };
+    let loose = plan(
+        "CREATE WIRE JSON SCHEMA w MODE LOOSE (a string OPTIONAL);
+         CREATE SCHEMA s (a STRING OPTIONAL);
+         CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s;",
+    );
+    let mut decoder = JsonDecoder::new(loose);
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("suite is readable")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    paths.sort();
+    let (mut accepted, mut refused, mut either) = (0, 0, 0);
+    for path in &paths {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let bytes = std::fs::read(path).expect("suite file");
+        let result = validate_json_text(&bytes);
+        match name.as_bytes().first() {
+            Some(b'y') => {
+                assert!(result.is_ok(), "{name}: {result:?}");
+                accepted += 1;
+            }
+            Some(b'n') => {
+                assert!(result.is_err(), "{name} was accepted");
+                refused += 1;
+            }
+            _ => either += 1,
+        }
+        // Any bytes through the decoder: a result, never a panic.
+        let _ = decoder.decode_payload(&bytes);
+    }
+    decoder.finish();
+    assert!(
+        accepted > 90 && refused > 150,
+        "{accepted} y_, {refused} n_"
+    );
+    println!("JSONTestSuite: {accepted} y_ accepted, {refused} n_ refused, {either} i_ ran");
+}
