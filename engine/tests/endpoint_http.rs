@@ -78,10 +78,14 @@ fn post(node: &Node, path: &str, body: &str) -> (u16, String) {
     curl(node.http, "POST", "localhost", path, body.as_bytes())
 }
 
-/// Waits until `post` answers something other than 404 (the graph deploys after START).
+/// Waits until `/events` answers something other than 404 (the graph deploys after START).
 fn wait_until_served(node: &Node) {
+    wait_until_path_served(node, "/events");
+}
+
+fn wait_until_path_served(node: &Node, path: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while curl(node.http, "POST", "localhost", "/events", b"[]").0 == 404 {
+    while curl(node.http, "POST", "localhost", path, b"[]").0 == 404 {
         assert!(Instant::now() < deadline, "the endpoint never came up");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -251,4 +255,120 @@ fn quiesce_rejects_with_retry_after_and_buffers_up_to_its_bound() {
     // A delivery whose ack was still in flight when the last consumer left comes again.
     let ids = ids_until(&node, |ids| ids.contains(&4));
     assert!(ids.iter().all(|id| *id == 3 || *id == 4), "{ids:?}");
+}
+
+#[test]
+fn a_jaq_codec_unfolds_each_body_on_the_extension_workers() {
+    let dir = support::scratch_dir("endpoint_http_jaq");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    define(
+        &mut admin,
+        "
+CREATE DOMAIN web;
+USE web;
+CREATE SCHEMA event (id I64, tenant STRING, note STRING OPTIONAL);
+CREATE CODEC items_codec FROM JSON TO SCHEMA event
+  WITH JAQ TRANSFORMATIONS ON INGESTION '.items[] | select(.id > 0) | {id, tenant: .who}';
+CREATE RELAY events SCHEMA event UNBRANCHED CAPACITY 4;
+CREATE VHOST edge localhost;
+CREATE ENDPOINT ingress ON edge PATH '/events' TYPE HTTP;
+CREATE HTTP ENDPOINT INGESTOR events_http
+  FROM ingress MODE NO ACK ON QUIESCE REJECT RETRY AFTER 1s
+  DECODE USING items_codec
+  TO events INHERIT ALL UNBRANCHED FLUSH IMMEDIATE ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE CLIENT CONSUMER EMITTER events_out
+  FROM events
+  TO SCHEMA event
+    MODE ACK SEQUENTIAL ACK TIMEOUT 30s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+START;
+",
+    );
+    wait_until_served(&node);
+    let body =
+        r#"{"items": [{"id": 1, "who": "a"}, {"id": 0, "who": "skipped"}, {"id": 2, "who": "b"}]}"#;
+    assert_eq!(post(&node, "/events", body).0, 202);
+    // A body the program cannot handle is accepted and reported as a decode failure.
+    assert_eq!(post(&node, "/events", r#"{"items": 7}"#).0, 202);
+    assert_eq!(
+        post(&node, "/events", r#"{"items": [{"id": 3, "who": "c"}]}"#).0,
+        202
+    );
+    let mut ids = received_ids(&node, 3);
+    ids.sort();
+    assert_eq!(ids, vec![1, 2, 3]);
+}
+
+#[test]
+fn cbor_and_avro_bodies_decode_through_their_wire_codecs() {
+    let dir = support::scratch_dir("endpoint_http_binary");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    define(
+        &mut admin,
+        "
+CREATE DOMAIN web;
+USE web;
+CREATE SCHEMA event (id I64, tenant STRING, note STRING OPTIONAL);
+CREATE WIRE CBOR SCHEMA event_cbor MODE STRICT (id integer, tenant string);
+CREATE CODEC cbor_codec FROM WIRE CBOR SCHEMA event_cbor TO SCHEMA event;
+CREATE WIRE AVRO SCHEMA event_avro (id long, tenant string);
+CREATE CODEC avro_codec FROM WIRE AVRO SCHEMA event_avro TO SCHEMA event;
+CREATE RELAY events SCHEMA event UNBRANCHED CAPACITY 4;
+CREATE VHOST edge localhost;
+CREATE ENDPOINT cbor_in ON edge PATH '/cbor' TYPE HTTP;
+CREATE ENDPOINT avro_in ON edge PATH '/avro' TYPE HTTP;
+CREATE HTTP ENDPOINT INGESTOR cbor_http
+  FROM cbor_in MODE NO ACK ON QUIESCE REJECT RETRY AFTER 1s
+  DECODE USING cbor_codec
+  TO events INHERIT ALL UNBRANCHED FLUSH IMMEDIATE ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE HTTP ENDPOINT INGESTOR avro_http
+  FROM avro_in MODE NO ACK ON QUIESCE REJECT RETRY AFTER 1s
+  DECODE USING avro_codec
+  TO events INHERIT ALL UNBRANCHED FLUSH IMMEDIATE ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE CLIENT CONSUMER EMITTER events_out
+  FROM events
+  TO SCHEMA event
+    MODE ACK SEQUENTIAL ACK TIMEOUT 30s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+START;
+",
+    );
+    wait_until_path_served(&node, "/cbor");
+    // A CBOR array of two maps: [{"id": 1, "tenant": "a"}, {"id": 2, "tenant": "b"}].
+    let mut cbor = Vec::new();
+    let records = ciborium::Value::Array(
+        [(1, "a"), (2, "b")]
+            .iter()
+            .map(|(id, tenant)| {
+                ciborium::Value::Map(vec![
+                    (ciborium::Value::from("id"), ciborium::Value::from(*id)),
+                    (
+                        ciborium::Value::from("tenant"),
+                        ciborium::Value::from(*tenant),
+                    ),
+                ])
+            })
+            .collect(),
+    );
+    ciborium::into_writer(&records, &mut cbor).expect("cbor");
+    assert_eq!(curl(node.http, "POST", "localhost", "/cbor", &cbor).0, 202);
+    // A bare Avro datum of the record (id long = 3 → zigzag 6, tenant "c").
+    assert_eq!(
+        curl(node.http, "POST", "localhost", "/avro", &[6, 2, b'c']).0,
+        202
+    );
+    let mut ids = received_ids(&node, 3);
+    ids.sort();
+    assert_eq!(ids, vec![1, 2, 3]);
 }

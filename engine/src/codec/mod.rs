@@ -3,9 +3,20 @@
 //! Each wire format owns a submodule; this module only re-exports their public faces so users
 //! write `nervix::codec::JsonDecoder`.
 
+pub mod avro;
+pub mod cbor;
 pub mod jaq;
 pub mod json;
 
+pub use avro::{
+    encode_avro_datum, AvroCodecPlan, AvroDecoder, CodecError as AvroCodecError,
+    DecodeCause as AvroDecodeCause, DecodeError as AvroDecodeError, EncodeError as AvroEncodeError,
+    MAX_AVRO_BLOCK_BYTES,
+};
+pub use cbor::{
+    encode_cbor, CborCodecPlan, CborDecoder, CodecError as CborCodecError,
+    DecodeCause as CborDecodeCause, DecodeError as CborDecodeError, MAX_CBOR_DEPTH,
+};
 pub use jaq::{
     emit as jaq_emit, unfold as jaq_unfold, CodecError as JaqCodecError,
     DecodeCause as JaqDecodeCause, DecodeError as JaqDecodeError, EmitError as JaqEmitError,

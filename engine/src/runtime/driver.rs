@@ -238,6 +238,7 @@ pub async fn shard_main(
     listeners: super::http::DataListeners,
     certs: Arc<nervix_net::http::CertStore>,
     connectors: nervix_connectors::runtime::ConnectorRuntime,
+    extension: Arc<nervix_shards::workers::WorkerClass>,
 ) {
     let (kick, kicked) = async_channel::bounded::<()>(1);
     let shards = ctx.shard_count.get();
@@ -245,6 +246,7 @@ pub async fn shard_main(
         ctx.shard, shards, kick, data_dir,
     )));
     state.borrow_mut().connectors = Some(connectors);
+    state.borrow_mut().extension = Some(extension);
     start_mesh_readers(&state, &mut ctx);
     // Shared so session and ticker tasks are spawned stall-watched in named task queues.
     let ctx = Rc::new(ctx);

@@ -27,6 +27,7 @@ use nervix_net::http::{
 use nervix_nspl::ast::catalog::EndpointType;
 
 use super::clock;
+use super::plan::IntakeCodec;
 use super::shard::endpoint::{EndpointTarget, Offer};
 use super::shard::ShardState;
 
@@ -56,46 +57,65 @@ impl ShardHttp {
 
     /// Offers `payload` to every target until each accepted, refused or is gone.
     async fn offer(&self, route: &EndpointRoute, payload: &[u8]) -> Verdict {
-        let deadline_ns = clock::physical_ns() + MAX_BACKPRESSURE_WAIT_MS * 1_000_000;
-        let mut pending: Vec<usize> = (0..route.targets.len()).collect();
         let mut verdict = Verdict {
             accepted: false,
             every_refusal_rejects: true,
             retry_after_s: 0,
         };
-        loop {
-            pending.retain(|&target| {
-                let offer = self
-                    .state
-                    .borrow_mut()
-                    .offer_payload(&route.targets[target], payload);
-                match offer {
-                    Offer::Busy => true,
-                    Offer::Accepted => {
-                        verdict.accepted = true;
-                        false
-                    }
-                    Offer::Refused {
-                        retry_after_s: Some(after),
-                    } => {
-                        verdict.retry_after_s = verdict.retry_after_s.max(after);
-                        false
-                    }
-                    Offer::Refused {
-                        retry_after_s: None,
-                    }
-                    | Offer::Gone => {
-                        verdict.every_refusal_rejects = false;
-                        false
-                    }
+        for target in &route.targets {
+            match self.offer_one(target, payload).await {
+                Offer::Accepted => verdict.accepted = true,
+                Offer::Refused {
+                    retry_after_s: Some(after),
+                } => verdict.retry_after_s = verdict.retry_after_s.max(after),
+                Offer::Refused {
+                    retry_after_s: None,
                 }
-            });
-            if pending.is_empty() {
-                return verdict;
+                | Offer::Gone
+                | Offer::Busy => verdict.every_refusal_rejects = false,
             }
-            if clock::physical_ns() >= deadline_ns {
-                verdict.every_refusal_rejects = false;
-                return verdict;
+        }
+        verdict
+    }
+
+    /// One target: unfolded on the extension workers first when its codec says so (full
+    /// workers refuse the body, 503 without Retry-After: its sender may send it again), then
+    /// offered until it is taken, refused, or the backpressure wait runs out (`Busy`).
+    async fn offer_one(&self, target: &EndpointTarget, payload: &[u8]) -> Offer {
+        let deadline_ns = clock::physical_ns() + MAX_BACKPRESSURE_WAIT_MS * 1_000_000;
+        let mut unfolded = None;
+        let codec = target.source.codec().clone();
+        if codec.unfolds_on_workers() && self.state.borrow().endpoint_open(target) {
+            let (IntakeCodec::Jaq(plan), Some(extension)) =
+                (codec, self.state.borrow().extension.clone())
+            else {
+                return Offer::Gone;
+            };
+            let body = payload.to_vec();
+            let job = extension.try_submit(move || {
+                crate::codec::jaq_unfold(&plan, &body).map_err(|e| e.to_string())
+            });
+            let Ok(job) = job else {
+                return Offer::Refused {
+                    retry_after_s: None,
+                };
+            };
+            unfolded = Some(match job.await {
+                Ok(result) => result,
+                Err(error) => Err(error.to_string()),
+            });
+        }
+        loop {
+            let offer = {
+                let mut state = self.state.borrow_mut();
+                if unfolded.is_some() {
+                    state.offer_unfolded(target, &mut unfolded, payload)
+                } else {
+                    state.offer_payload(target, payload)
+                }
+            };
+            if offer != Offer::Busy || clock::physical_ns() >= deadline_ns {
+                return offer;
             }
             glommio::timer::sleep(Duration::from_micros(BUSY_RETRY_US)).await;
         }

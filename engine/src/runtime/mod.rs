@@ -53,7 +53,7 @@ pub enum DataPlaneError {
     Listen { addr: SocketAddr, reason: String },
     #[error("the shards stopped")]
     Stopped,
-    #[error("cannot start the connector runtime: {0}")]
+    #[error("cannot start the connector runtime or the extension workers: {0}")]
     Connectors(String),
 }
 
@@ -121,6 +121,11 @@ impl DataPlane {
         let connectors = nervix_connectors::runtime::ConnectorRuntime::start()
             .map_err(|e| DataPlaneError::Connectors(e.to_string()))?;
         let shard_connectors = connectors.clone();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let extension = Arc::new(
+            nervix_shards::workers::WorkerClass::extension(cores)
+                .map_err(|e| DataPlaneError::Connectors(format!("extension workers: {e}")))?,
+        );
         let shard_listeners = listeners.clone();
         let shard_certs = certs.clone();
         let shards = ShardSet::start(runtime, move |ctx| {
@@ -136,6 +141,7 @@ impl DataPlane {
                 shard_listeners.clone(),
                 shard_certs.clone(),
                 shard_connectors.clone(),
+                extension.clone(),
             )
         })?;
         let addr = match bound_rx.recv_timeout(std::time::Duration::from_secs(10)) {

@@ -8,16 +8,13 @@
 //! part of the plan: the data plane installs the bound bundle in the listeners' certificate
 //! store, so REBIND RESOURCE rotates it without redeploying (or pausing) the graph.
 
-use std::sync::Arc;
-
-use nervix_nspl::ast::catalog::{CodecSource, CreateEndpoint, CreateVhost, EndpointType};
+use nervix_nspl::ast::catalog::{CreateEndpoint, CreateVhost, EndpointType};
 use nervix_nspl::ast::ingestor::{EndpointBody, IngestorHead};
 use nervix_nspl::ast::{CatalogStmt, QuiesceMode};
 use nervix_nspl::{ObjectKind, Statement};
 
 use super::{Builder, PlanError};
 use crate::catalog::EntityKey;
-use crate::codec::JsonCodecPlan;
 use crate::validate::route::Field;
 
 /// What a source's senders experience while its ingestor is quiesced (spec: "Quiesce Modes").
@@ -47,7 +44,7 @@ pub struct EndpointPlan {
     /// A TLS VHOST's endpoints are served on the HTTPS listener only, the others on the
     /// plain one.
     pub tls: bool,
-    pub codec: Arc<JsonCodecPlan>,
+    pub codec: super::IntakeCodec,
     pub quiesce: IntakeQuiesce,
 }
 
@@ -98,45 +95,7 @@ impl<'d> Builder<'d> {
             });
         }
         let codec_name = codec.ok_or_else(|| missing("DECODE USING".to_string()))?;
-        let create_codec = match self
-            .entity(ObjectKind::Codec, &codec_name.name)
-            .map(|e| &e.definition)
-        {
-            Some(Statement::Catalog(CatalogStmt::CreateCodec(codec))) => codec,
-            _ => return Err(missing(format!("codec '{}'", codec_name.name))),
-        };
-        let wire_name = match &create_codec.source {
-            CodecSource::Wire {
-                format: nervix_nspl::ast::catalog::WireFormat::Json,
-                wire_schema,
-                ..
-            } => wire_schema,
-            CodecSource::Wire { format, .. } => {
-                return Err(PlanError::Unsupported {
-                    entity: owner.to_string(),
-                    what: format!("the WIRE {} codec '{}'", format.keyword(), codec_name.name),
-                })
-            }
-            CodecSource::Jaq { .. } => {
-                return Err(PlanError::Unsupported {
-                    entity: owner.to_string(),
-                    what: format!("the JAQ codec '{}'", codec_name.name),
-                })
-            }
-        };
-        let wire = match self
-            .entity(ObjectKind::WireSchema, &wire_name.name)
-            .map(|e| &e.definition)
-        {
-            Some(Statement::Catalog(CatalogStmt::CreateWireSchema(wire))) => wire,
-            _ => return Err(missing(format!("wire schema '{}'", wire_name.name))),
-        };
-        let codec = JsonCodecPlan::build(create_codec, wire, fields).map_err(|error| {
-            PlanError::Compile {
-                entity: owner.to_string(),
-                message: format!("codec '{}': {error}", codec_name.name),
-            }
-        })?;
+        let codec = self.intake_codec(&codec_name.name, fields, owner)?;
         let quiesce = match &body.quiesce {
             QuiesceMode::RejectRetryAfter(after) => IntakeQuiesce::Reject {
                 retry_after_s: after.nanos.div_ceil(1_000_000_000),
@@ -160,7 +119,7 @@ impl<'d> Builder<'d> {
             hosts: vhost.hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             path: endpoint.path.clone(),
             tls: vhost.tls.is_some(),
-            codec: Arc::new(codec),
+            codec,
             quiesce,
         })
     }

@@ -46,7 +46,7 @@ impl std::fmt::Debug for HttpSinkPlan {
 pub struct PollPlan {
     pub client: HttpClientConfig,
     pub every_ns: u64,
-    pub codec: Arc<JsonCodecPlan>,
+    pub codec: super::IntakeCodec,
     pub quiesce: super::IntakeQuiesce,
 }
 
@@ -211,7 +211,7 @@ impl<'d> Builder<'d> {
         Ok(PollPlan {
             client: self.http_client(client, owner)?,
             every_ns: every.nanos.max(1),
-            codec: Arc::new(self.json_codec(&codec.name, fields, owner)?),
+            codec: self.intake_codec(&codec.name, fields, owner)?,
             quiesce,
         })
     }

@@ -13,6 +13,7 @@
 
 mod endpoint;
 mod http;
+mod intake_codec;
 mod route;
 
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ use nervix_shards::flush::FlushPolicy;
 
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpBody, HttpSinkPlan, PollPlan};
+pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
 
 /// Index of a relay in [`DomainPlan::relays`].

@@ -17,7 +17,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::codec::JsonDecoder;
 use crate::runtime::plan::{EndpointPlan, IntakeQuiesce, PollPlan, SourcePlan};
 
 use super::graph::Instant;
@@ -45,6 +44,13 @@ impl IntakeSource {
         }
     }
 
+    pub fn codec(&self) -> &crate::runtime::plan::IntakeCodec {
+        match self {
+            IntakeSource::Endpoint(plan) => &plan.codec,
+            IntakeSource::Poll(plan) => &plan.codec,
+        }
+    }
+
     pub fn quiesce(&self) -> IntakeQuiesce {
         match self {
             IntakeSource::Endpoint(plan) => plan.quiesce,
@@ -56,7 +62,7 @@ impl IntakeSource {
 /// One payload-decoding ingestor's intake on this shard (endpoints, polls).
 pub struct PayloadIntake {
     pub source: IntakeSource,
-    decoder: JsonDecoder,
+    decoder: crate::runtime::plan::IntakeDecoder,
     /// Polls: set while the ingestor is quiesced under SUSPEND, so its poller skips polls.
     pub suspended: Arc<std::sync::atomic::AtomicBool>,
     /// Polls: set when this intake goes (its source stopped or was replaced): the poller ends.
@@ -83,12 +89,9 @@ pub struct IntakeCounters {
 
 impl PayloadIntake {
     pub fn new(source: IntakeSource) -> PayloadIntake {
-        let codec = match &source {
-            IntakeSource::Endpoint(plan) => plan.codec.clone(),
-            IntakeSource::Poll(plan) => plan.codec.clone(),
-        };
+        let decoder = source.codec().decoder();
         PayloadIntake {
-            decoder: JsonDecoder::new(codec),
+            decoder,
             source,
             suspended: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stopped: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -321,15 +324,74 @@ impl ShardState {
         Offer::Accepted
     }
 
+    /// Offers records an extension worker unfolded from `payload` (JAQ ON INGESTION). Taken
+    /// from `unfolded` only when accepted; if the ingestor quiesced meanwhile, the raw payload
+    /// follows its quiesce mode instead.
+    pub fn offer_unfolded(
+        &mut self,
+        target: &EndpointTarget,
+        unfolded: &mut Option<Result<crate::codec::Unfolded, String>>,
+        payload: &[u8],
+    ) -> Offer {
+        let at = self.instant();
+        let Some(run) = self.runs.get(&target.domain) else {
+            return Offer::Gone;
+        };
+        let open = run.admission.get(target.index).is_some_and(|a| a.open);
+        let ready = run.graph.ingestor_ready(target.index);
+        if !open {
+            return self.offer_payload(target, payload);
+        }
+        let Some(intake) = self.intake_of(target) else {
+            return Offer::Gone;
+        };
+        if !ready || !intake.retained.is_empty() {
+            self.drain_retained(at);
+            return Offer::Busy;
+        }
+        intake.counters.payloads_accepted += 1;
+        let result = unfolded
+            .take()
+            .unwrap_or_else(|| Err("the payload was unfolded once already".to_string()));
+        self.add_to_group(&target.domain, target.index, payload.len(), at, |decoder| {
+            decoder.append(result?)
+        });
+        self.step();
+        Offer::Accepted
+    }
+
+    /// Whether `target` admits live payloads right now (open, not quiesced).
+    pub fn endpoint_open(&self, target: &EndpointTarget) -> bool {
+        self.runs
+            .get(&target.domain)
+            .and_then(|run| run.admission.get(target.index))
+            .is_some_and(|a| a.open)
+    }
+
     /// Decodes one payload into the open group and closes the group when it is full.
     fn decode_into_group(&mut self, domain: &str, index: usize, payload: &[u8], at: Instant) {
+        self.add_to_group(domain, index, payload.len(), at, |decoder| {
+            decoder.decode_payload(payload)
+        });
+    }
+
+    /// Adds what `decode` makes of one payload of `bytes` to the open group; a refused payload
+    /// is counted and reported under ON GENERAL ERROR LOG.
+    fn add_to_group(
+        &mut self,
+        domain: &str,
+        index: usize,
+        bytes: usize,
+        at: Instant,
+        decode: impl FnOnce(&mut crate::runtime::plan::IntakeDecoder) -> Result<u32, String>,
+    ) {
         let Some(run) = self.runs.get_mut(domain) else {
             return;
         };
         let Some(Some(intake)) = run.intakes.get_mut(index) else {
             return;
         };
-        match intake.decoder.decode_payload(payload) {
+        match decode(&mut intake.decoder) {
             Ok(records) => {
                 intake.counters.records_decoded += u64::from(records);
                 intake.last_payload_ns = at.now.physical_ns.max(1);
@@ -342,7 +404,7 @@ impl ShardState {
                         "domain '{domain}': ingestor '{}' could not decode a payload of {} \
                          bytes: {error}",
                         ingestor.name,
-                        payload.len()
+                        bytes
                     );
                 }
             }

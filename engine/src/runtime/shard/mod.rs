@@ -153,6 +153,8 @@ pub struct ShardState {
     pub stop_listeners: Option<async_channel::Sender<()>>,
     /// The node's connector runtime (HTTP clients), when the node has one.
     pub connectors: Option<nervix_connectors::runtime::ConnectorRuntime>,
+    /// The node's extension workers (JAQ unfolding), shared by every shard.
+    pub extension: Option<std::sync::Arc<nervix_shards::workers::WorkerClass>>,
 }
 
 /// Node-wide counters for `/metrics`.
@@ -200,6 +202,7 @@ impl ShardState {
             data_dir,
             stop_listeners: None,
             connectors: None,
+            extension: None,
         }
     }
 

@@ -1,0 +1,411 @@
+//! [`AvroDecoder`]: payloads decoded in one pass straight into truncatable column builders.
+//!
+//! The payload's framing is told apart by its first bytes (see the module docs of
+//! [`super`]): `Obj` 0x01 is an object container file, `C3 01` a single-object encoding, and
+//! anything else bare datums back to back. Each datum is read field by field in the wire
+//! schema's order; a field feeding a column is decoded into it at once (no value tree), the
+//! others are read and dropped. A payload is atomic: on any error every column is truncated
+//! back to the rows it held before the payload.
+
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchOptions};
+use nervix_nspl::ast::catalog::AvroType;
+
+use crate::codec::json::columns::{Column, Data, MAX_OFFSET};
+use crate::codec::json::datetime::parse_rfc3339;
+use crate::types::DataType as T;
+
+use super::container::{self, Codec};
+use super::error::{DecodeCause, DecodeError};
+use super::plan::{AvroCodecPlan, Rule, WireSlot};
+use super::reader::{fail, Fail, Reader};
+use super::{MAX_AVRO_BLOCK_BYTES, MAX_RECORDS_PER_PAYLOAD};
+
+/// The magic of an object container file.
+pub(crate) const CONTAINER_MAGIC: &[u8; 4] = b"Obj\x01";
+/// The marker of a single-object encoding, followed by an 8-byte schema fingerprint.
+pub(crate) const SINGLE_OBJECT_MARKER: [u8; 2] = [0xC3, 0x01];
+const FINGERPRINT_BYTES: usize = 8;
+
+/// One decoder per shard per ingestor: owns the reusable builders.
+#[derive(Debug)]
+pub struct AvroDecoder {
+    plan: Arc<AvroCodecPlan>,
+    columns: Vec<Column>,
+    rows: usize,
+}
+
+impl AvroDecoder {
+    pub fn new(plan: Arc<AvroCodecPlan>) -> AvroDecoder {
+        let columns = plan.columns.iter().map(|(ty, _)| Column::new(ty)).collect();
+        AvroDecoder {
+            plan,
+            columns,
+            rows: 0,
+        }
+    }
+
+    /// Decodes one payload: an object container file, a single-object encoding, or bare
+    /// datums back to back. Atomic: on `Err` no row of this payload stays buffered. Returns
+    /// the rows it added.
+    pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
+        let before = self.rows;
+        let mut record = 0u32;
+        match self.payload(payload, &mut record) {
+            Ok(()) => Ok(record),
+            Err((in_record, f)) => {
+                for column in &mut self.columns {
+                    column.truncate(before);
+                }
+                self.rows = before;
+                Err(DecodeError {
+                    record: in_record.then_some(record),
+                    field: f.field,
+                    offset: f.offset,
+                    cause: f.cause,
+                })
+            }
+        }
+    }
+
+    /// Rows decoded since the last [`AvroDecoder::finish`].
+    pub fn buffered_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
+    pub fn finish(&mut self) -> RecordBatch {
+        let schema = self.plan.schema();
+        let arrays = self
+            .columns
+            .iter_mut()
+            .zip(schema.fields().iter())
+            .map(|(column, field)| column.finish(field.data_type()))
+            .collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        self.rows = 0;
+        RecordBatch::try_new_with_options(schema, arrays, &options)
+            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+    }
+
+    /// Decodes the payload's records; on error says whether it happened inside record
+    /// `record`.
+    fn payload(&mut self, payload: &[u8], record: &mut u32) -> Result<(), (bool, Fail)> {
+        let plan = Arc::clone(&self.plan);
+        let plan = plan.as_ref();
+        let outside = |f: Fail| (false, f);
+        if payload.is_empty() {
+            return Err(outside(fail(0, DecodeCause::Empty)));
+        }
+        if payload.starts_with(b"Obj") {
+            return self.container(plan, payload, record);
+        }
+        let mut r = Reader::new(payload);
+        if payload.starts_with(&SINGLE_OBJECT_MARKER) {
+            r.take(SINGLE_OBJECT_MARKER.len() + FINGERPRINT_BYTES)
+                .map_err(outside)?;
+            self.datum(plan, &mut r, *record).map_err(|f| (true, f))?;
+            *record += 1;
+            if r.left() > 0 {
+                return Err(outside(fail(r.pos, DecodeCause::Trailing(r.left()))));
+            }
+            return Ok(());
+        }
+        while r.left() > 0 {
+            let start = r.pos;
+            self.datum(plan, &mut r, *record).map_err(|f| (true, f))?;
+            *record += 1;
+            if r.pos == start {
+                // A datum of only `null` fields takes no bytes: the rest cannot be datums.
+                return Err(outside(fail(r.pos, DecodeCause::Trailing(r.left()))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes an object container file's blocks.
+    fn container(
+        &mut self,
+        plan: &AvroCodecPlan,
+        payload: &[u8],
+        record: &mut u32,
+    ) -> Result<(), (bool, Fail)> {
+        let outside = |f: Fail| (false, f);
+        let mut r = Reader::new(payload);
+        let header = container::header(&mut r, plan).map_err(outside)?;
+        while let Some(block) = container::block(&mut r, &header).map_err(outside)? {
+            let inflated;
+            let mut data = match header.codec {
+                // Offsets stay the payload's: the reader sees the payload up to the block's end.
+                Codec::Null => Reader {
+                    bytes: &payload[..block.end],
+                    pos: block.start,
+                },
+                Codec::Deflate => {
+                    inflated = miniz_oxide::inflate::decompress_to_vec_with_limit(
+                        &payload[block.start..block.end],
+                        MAX_AVRO_BLOCK_BYTES,
+                    )
+                    .map_err(|e| outside(fail(block.start, DecodeCause::Inflate(e.to_string()))))?;
+                    Reader::new(&inflated)
+                }
+            };
+            let at = |f: Fail| match header.codec {
+                Codec::Null => f,
+                Codec::Deflate => Fail {
+                    offset: block.start,
+                    ..f
+                },
+            };
+            for _ in 0..block.count {
+                self.datum(plan, &mut data, *record)
+                    .map_err(|f| (true, at(f)))?;
+                *record += 1;
+            }
+            if data.left() > 0 {
+                return Err(outside(at(fail(
+                    data.pos,
+                    DecodeCause::Container(format!(
+                        "{} bytes after the block's {} records",
+                        data.left(),
+                        block.count
+                    )),
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes record `index`, one datum of the wire schema, into one row.
+    fn datum(&mut self, plan: &AvroCodecPlan, r: &mut Reader<'_>, index: u32) -> Result<(), Fail> {
+        if index as usize >= MAX_RECORDS_PER_PAYLOAD {
+            return Err(fail(r.pos, DecodeCause::TooManyRecords));
+        }
+        for slot in &plan.wire {
+            let named = |f: Fail| Fail {
+                field: Some(slot.name.clone()),
+                ..f
+            };
+            match slot.column {
+                None => r.skip(&slot.ty, slot.optional).map_err(named)?,
+                Some(c) => field(r, slot, &mut self.columns[c]).map_err(named)?,
+            }
+        }
+        for (column, (_, wire)) in self.columns.iter_mut().zip(&plan.columns) {
+            if wire.is_none() {
+                column.push_null();
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+}
+
+/// Decodes the value of wire field `slot` into `column`.
+fn field(r: &mut Reader<'_>, slot: &WireSlot, column: &mut Column) -> Result<(), Fail> {
+    if slot.optional && !r.present()? {
+        column.push_null();
+        return Ok(());
+    }
+    match slot.rule {
+        Rule::Skip => r.skip(&slot.ty, false),
+        Rule::Rfc3339 => {
+            let at = r.pos;
+            let text = r.string()?;
+            let nanos = parse_rfc3339(text).map_err(|e| fail(at, DecodeCause::Datetime(e)))?;
+            let Data::Timestamp(values) = &mut column.data else {
+                return Err(fail(at, DecodeCause::Column("a datetime")));
+            };
+            values.push(nanos);
+            column.valid.push(true);
+            Ok(())
+        }
+        Rule::Value => value(r, &slot.ty, column),
+    }
+}
+
+/// Ends a row of a bytes column after appending `content`.
+fn push_bytes(column: &mut Column, content: &[u8], at: usize) -> Result<(), Fail> {
+    let Data::Bytes { offsets, bytes, .. } = &mut column.data else {
+        return Err(fail(at, DecodeCause::Column("bytes or text")));
+    };
+    bytes.extend_from_slice(content);
+    end_bytes(offsets, bytes.len(), at)?;
+    column.valid.push(true);
+    Ok(())
+}
+
+fn end_bytes(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Fail> {
+    let end = i32::try_from(end).map_err(|_| fail(at, DecodeCause::BufferFull("string")))?;
+    offsets.push(end);
+    Ok(())
+}
+
+/// Appends an integer to an integer column, range-checked.
+fn push_integer(column: &mut Column, value: i64, at: usize) -> Result<(), Fail> {
+    macro_rules! int {
+        ($v:expr, $t:ty, $name:expr) => {{
+            let n = <$t>::try_from(value).map_err(|_| {
+                fail(
+                    at,
+                    DecodeCause::OutOfRange {
+                        value: value.to_string(),
+                        target: $name,
+                    },
+                )
+            })?;
+            $v.push(n);
+        }};
+    }
+    match &mut column.data {
+        Data::U8(v) => int!(v, u8, T::U8),
+        Data::I8(v) => int!(v, i8, T::I8),
+        Data::U16(v) => int!(v, u16, T::U16),
+        Data::I16(v) => int!(v, i16, T::I16),
+        Data::U32(v) => int!(v, u32, T::U32),
+        Data::I32(v) => int!(v, i32, T::I32),
+        Data::U64(v) => int!(v, u64, T::U64),
+        Data::I64(v) => v.push(value),
+        _ => return Err(fail(at, DecodeCause::Column("an integer"))),
+    }
+    column.valid.push(true);
+    Ok(())
+}
+
+/// Appends a float to an F32 or F64 column; a finite value beyond F32 is refused.
+fn push_float(column: &mut Column, x: f64, at: usize) -> Result<(), Fail> {
+    match &mut column.data {
+        Data::F64(v) => v.push(x),
+        Data::F32(v) => {
+            let narrow = x as f32;
+            if x.is_finite() && !narrow.is_finite() {
+                return Err(fail(
+                    at,
+                    DecodeCause::OutOfRange {
+                        value: format!("{x:?}"),
+                        target: T::F32,
+                    },
+                ));
+            }
+            v.push(narrow);
+        }
+        _ => return Err(fail(at, DecodeCause::Column("a float"))),
+    }
+    column.valid.push(true);
+    Ok(())
+}
+
+/// Decodes a value of `ty` into one row of `column`, by the decode table.
+fn value(r: &mut Reader<'_>, ty: &AvroType, column: &mut Column) -> Result<(), Fail> {
+    let at = r.pos;
+    match ty {
+        AvroType::Null => {
+            column.push_null();
+            Ok(())
+        }
+        AvroType::Boolean => {
+            let b = r.boolean()?;
+            let Data::Bool(v) = &mut column.data else {
+                return Err(fail(at, DecodeCause::Column("a boolean")));
+            };
+            v.push(b);
+            column.valid.push(true);
+            Ok(())
+        }
+        AvroType::Int => {
+            let n = r.int()?;
+            push_integer(column, i64::from(n), at)
+        }
+        AvroType::Long => {
+            let n = r.long()?;
+            push_integer(column, n, at)
+        }
+        AvroType::Float => {
+            let x = r.float()?;
+            push_float(column, f64::from(x), at)
+        }
+        AvroType::Double => {
+            let x = r.double()?;
+            push_float(column, x, at)
+        }
+        AvroType::Bytes => {
+            let b = r.bytes()?;
+            push_bytes(column, b, at)
+        }
+        AvroType::Fixed(n) => {
+            let b = r.take(usize::try_from(*n).unwrap_or(usize::MAX))?;
+            push_bytes(column, b, at)
+        }
+        AvroType::String => {
+            let s = r.string()?;
+            push_bytes(column, s, at)
+        }
+        AvroType::Enum(symbols) => {
+            let s = r.symbol(symbols)?;
+            push_bytes(column, s.as_bytes(), at)
+        }
+        AvroType::Record(_) | AvroType::Map(_) => {
+            let Data::Bytes { offsets, bytes, .. } = &mut column.data else {
+                return Err(fail(at, DecodeCause::Column("JSON text")));
+            };
+            r.json_into(ty, false, bytes)?;
+            end_bytes(offsets, bytes.len(), at)?;
+            column.valid.push(true);
+            Ok(())
+        }
+        AvroType::Array(item) => {
+            match &mut column.data {
+                Data::List { offsets, child } => {
+                    elements(r, item, child, usize::MAX)?;
+                    let end = child.len();
+                    if end > MAX_OFFSET {
+                        return Err(fail(at, DecodeCause::BufferFull("list")));
+                    }
+                    offsets.push(i32::try_from(end).unwrap_or(i32::MAX));
+                }
+                Data::Fixed { size, child } => {
+                    let size = *size;
+                    let count = elements(r, item, child, size)?;
+                    if count != size {
+                        return Err(fail(
+                            at,
+                            DecodeCause::ArrayLength {
+                                expected: size,
+                                found: count,
+                            },
+                        ));
+                    }
+                }
+                _ => return Err(fail(at, DecodeCause::Column("an array"))),
+            }
+            column.valid.push(true);
+            Ok(())
+        }
+    }
+}
+
+/// Decodes an array's blocks into `child`, one row per item; past `max` items the rest are
+/// only checked. Returns the item count.
+fn elements(
+    r: &mut Reader<'_>,
+    item: &AvroType,
+    child: &mut Column,
+    max: usize,
+) -> Result<usize, Fail> {
+    let mut count = 0usize;
+    loop {
+        let n = r.block(item)?;
+        if n == 0 {
+            return Ok(count);
+        }
+        for _ in 0..n {
+            if count >= max {
+                r.skip(item, false)?;
+            } else {
+                value(r, item, child)?;
+            }
+            count += 1;
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The errors of the CBOR codec: [`CodecError`] when a plan cannot be built from the catalog,
+//! [`DecodeError`] when a payload is refused.
+//!
+//! A [`DecodeError`] says what and where: the record's index within the payload (0-based), the
+//! field (the wire key), the byte offset into the payload and the [`DecodeCause`]. It is built
+//! only on the error path, so its `String`s cost nothing while decoding succeeds.
+
+use std::fmt;
+
+use crate::types::DataType;
+
+use super::{MAX_CBOR_DEPTH, MAX_RECORDS_PER_PAYLOAD};
+
+/// Why a [`super::CborCodecPlan`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("codec '{codec}' is not a WIRE CBOR codec")]
+    NotWireCbor { codec: String },
+    #[error("codec '{codec}' reads wire schema '{expected}', not '{given}'")]
+    WrongWireSchema {
+        codec: String,
+        expected: String,
+        given: String,
+    },
+    #[error("wire schema '{wire}' is not a WIRE CBOR schema")]
+    WireNotCbor { wire: String },
+    #[error("wire schema '{wire}' declares field '{field}' twice")]
+    DuplicateWireField { wire: String, field: String },
+    #[error("schema field '{field}' appears twice")]
+    DuplicateField { field: String },
+    #[error("required field '{field}' has no required wire field of the same name")]
+    Unproducible { field: String },
+    #[error("wire field '{field}' ({wire_type}) does not decode into {target}")]
+    Undecodable {
+        field: String,
+        wire_type: &'static str,
+        target: DataType,
+    },
+    #[error("ENCODE {field} AS RFC3339 needs a DATETIME field fed by a wire string")]
+    BadEncoding { field: String },
+}
+
+/// Where a [`DecodeError`] happened and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", Where(self))]
+pub struct DecodeError {
+    /// The record's 0-based index within the payload; `None` outside any record.
+    pub record: Option<u32>,
+    /// The wire key being decoded, when inside one.
+    pub field: Option<String>,
+    /// The byte offset into the payload.
+    pub offset: usize,
+    pub cause: DecodeCause,
+}
+
+struct Where<'a>(&'a DecodeError);
+
+impl fmt::Display for Where<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        match (e.record, &e.field) {
+            (Some(record), Some(field)) => write!(f, "record {record}, field '{field}' ")?,
+            (Some(record), None) => write!(f, "record {record} ")?,
+            (None, Some(field)) => write!(f, "field '{field}' ")?,
+            (None, None) => {}
+        }
+        write!(f, "at byte {}: {}", e.offset, e.cause)
+    }
+}
+
+/// What is wrong with a payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeCause {
+    #[error("unexpected end of input")]
+    End,
+    #[error("malformed CBOR: {0}")]
+    Malformed(&'static str),
+    #[error("invalid UTF-8 in a text string")]
+    Utf8,
+    #[error("expected {expected}, found {found}")]
+    Mismatch {
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("{value} is out of range for {target}")]
+    OutOfRange { value: String, target: DataType },
+    #[error("CBOR tag {0} is not accepted here (only tags 0 and 1, on an RFC3339 DATETIME field)")]
+    Tag(u64),
+    #[error("{0} has no JSON form")]
+    NotJson(&'static str),
+    #[error("required field is missing")]
+    Missing,
+    #[error("required field is null")]
+    Null,
+    #[error("key is not declared by the wire schema (MODE STRICT)")]
+    UndeclaredKey,
+    #[error("key appears twice in the record")]
+    DuplicateKey,
+    #[error("expected an array of {expected} elements, found {found}")]
+    ArrayLength { expected: usize, found: usize },
+    #[error("invalid datetime: {0}")]
+    Datetime(String),
+    #[error("nesting deeper than {MAX_CBOR_DEPTH}")]
+    TooDeep,
+    #[error("the payload holds more than {MAX_RECORDS_PER_PAYLOAD} records")]
+    TooManyRecords,
+    #[error("the payload holds no CBOR item")]
+    Empty,
+    #[error("content after the payload's array of records")]
+    Trailing,
+    #[error("the decoder's buffered {0} bytes are full; finish the batch first")]
+    BufferFull(&'static str),
+}

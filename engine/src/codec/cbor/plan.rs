@@ -1,0 +1,226 @@
+//! [`CborCodecPlan`]: what a WIRE CBOR codec does, resolved once per ingestor from the catalog
+//! entities and shared (`Arc`) by every shard's decoder.
+//!
+//! Building re-checks the decode table of `validate::catalog_entities::codec` (a plan is never
+//! built for a codec the catalog would refuse, but a plan must not trust that): every schema
+//! field is fed by the wire field of its exact name through one [`Rule`], or is OPTIONAL and
+//! always null; wire fields no schema field names get [`Rule::Skip`] (checked, then dropped).
+
+use std::collections::HashMap;
+
+use arrow_schema::SchemaRef;
+use nervix_nspl::ast::catalog::{
+    CodecSource, CreateCodec, CreateWireSchema, DocType, WireDefinition, WireFormat, WireMode,
+};
+
+use crate::runtime::plan::arrow_schema;
+use crate::types::DataType;
+use crate::validate::route::Field;
+
+use super::error::CodecError;
+
+/// How one wire field's values become column values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// No schema field: the value is checked against the wire type and dropped.
+    Skip,
+    /// `null` wire type: the value must be `null`; the field is always null.
+    Null,
+    /// `string` into STRING: a text string, or a byte string holding UTF-8.
+    Text,
+    /// `string` into BYTES: a byte string, or a text string's UTF-8.
+    Bytes,
+    /// `object` into STRING, as the map's JSON text.
+    ObjectText,
+    /// `string` into DATETIME with `ENCODE f AS RFC3339` (also tags 0 and 1).
+    Rfc3339,
+    /// `integer`, `number`, `boolean` and `array`: decoded by the column's type.
+    Typed,
+}
+
+/// One declared wire field.
+#[derive(Debug, Clone)]
+pub(crate) struct WireSlot {
+    pub name: String,
+    pub ty: DocType,
+    pub optional: bool,
+    pub rule: Rule,
+    /// The schema column it feeds.
+    pub column: Option<usize>,
+}
+
+/// An immutable WIRE CBOR decoding and encoding plan.
+#[derive(Debug)]
+pub struct CborCodecPlan {
+    pub(crate) schema: SchemaRef,
+    pub(crate) mode: WireMode,
+    pub(crate) wire: Vec<WireSlot>,
+    /// Wire name → index into `wire`, built once; see [`CborCodecPlan::lookup`].
+    by_name: HashMap<Box<[u8]>, usize>,
+    /// Per schema column: its type and the wire field feeding it.
+    pub(crate) columns: Vec<(DataType, Option<usize>)>,
+    /// The wire fields a record must hold.
+    pub(crate) required: Vec<usize>,
+}
+
+impl CborCodecPlan {
+    /// Resolves `codec` (which must read WIRE CBOR schema `wire`) into `target`, the fields of
+    /// the codec's `TO SCHEMA` in order.
+    pub fn build(
+        codec: &CreateCodec,
+        wire: &CreateWireSchema,
+        target: &[Field],
+    ) -> Result<CborCodecPlan, CodecError> {
+        let CodecSource::Wire {
+            format: WireFormat::Cbor,
+            wire_schema,
+            encodings,
+        } = &codec.source
+        else {
+            return Err(CodecError::NotWireCbor {
+                codec: codec.name.name.clone(),
+            });
+        };
+        if wire_schema.name != wire.name.name {
+            return Err(CodecError::WrongWireSchema {
+                codec: codec.name.name.clone(),
+                expected: wire_schema.name.clone(),
+                given: wire.name.name.clone(),
+            });
+        }
+        let WireDefinition::Cbor { mode, fields } = &wire.definition else {
+            return Err(CodecError::WireNotCbor {
+                wire: wire.name.name.clone(),
+            });
+        };
+        let mut by_name = HashMap::with_capacity(fields.len());
+        let mut slots = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            if by_name
+                .insert(f.name.as_bytes().to_vec().into_boxed_slice(), i)
+                .is_some()
+            {
+                return Err(CodecError::DuplicateWireField {
+                    wire: wire.name.name.clone(),
+                    field: f.name.clone(),
+                });
+            }
+            slots.push(WireSlot {
+                name: f.name.clone(),
+                ty: f.ty,
+                optional: f.optional,
+                rule: Rule::Skip,
+                column: None,
+            });
+        }
+        for encoding in encodings {
+            let name = &encoding.field.name;
+            let fed_datetime = target
+                .iter()
+                .any(|f| f.name == *name && f.ty.data_type == DataType::Datetime)
+                && slots
+                    .iter()
+                    .any(|s| s.name == *name && s.ty == DocType::String);
+            if !fed_datetime {
+                return Err(CodecError::BadEncoding {
+                    field: name.clone(),
+                });
+            }
+        }
+        let mut columns = Vec::with_capacity(target.len());
+        for (c, field) in target.iter().enumerate() {
+            if target[..c].iter().any(|f| f.name == field.name) {
+                return Err(CodecError::DuplicateField {
+                    field: field.name.clone(),
+                });
+            }
+            let ty = &field.ty.data_type;
+            let Some(&w) = by_name.get(field.name.as_bytes()) else {
+                if !field.ty.nullable {
+                    return Err(CodecError::Unproducible {
+                        field: field.name.clone(),
+                    });
+                }
+                columns.push((ty.clone(), None));
+                continue;
+            };
+            let slot = &mut slots[w];
+            if slot.optional && !field.ty.nullable {
+                return Err(CodecError::Unproducible {
+                    field: field.name.clone(),
+                });
+            }
+            let encoded = encodings.iter().any(|e| e.field.name == field.name);
+            slot.rule =
+                rule(slot.ty, ty, encoded, field.ty.nullable).ok_or(CodecError::Undecodable {
+                    field: field.name.clone(),
+                    wire_type: slot.ty.word(),
+                    target: ty.clone(),
+                })?;
+            slot.column = Some(c);
+            columns.push((ty.clone(), Some(w)));
+        }
+        let required = (0..slots.len()).filter(|&w| !slots[w].optional).collect();
+        Ok(CborCodecPlan {
+            schema: arrow_schema(target),
+            mode: *mode,
+            wire: slots,
+            by_name,
+            columns,
+            required,
+        })
+    }
+
+    /// The Arrow schema of decoded batches: `runtime::plan::arrow_schema(target)`.
+    pub fn schema(&self) -> SchemaRef {
+        SchemaRef::clone(&self.schema)
+    }
+
+    /// The wire field named `key`. Records usually list keys in declared order, so the field
+    /// after the previous one (`guess`) is compared first; otherwise the table built once.
+    #[inline]
+    pub(crate) fn lookup(&self, key: &[u8], guess: usize) -> Option<usize> {
+        if let Some(slot) = self.wire.get(guess) {
+            if slot.name.as_bytes() == key {
+                return Some(guess);
+            }
+        }
+        self.by_name.get(key).copied()
+    }
+}
+
+/// The rule decoding wire type `wire` into `target`, by the table of
+/// `validate::catalog_entities::codec`; `None` where the table has no entry.
+fn rule(wire: DocType, target: &DataType, encoded: bool, nullable: bool) -> Option<Rule> {
+    let ok = |accepted: bool, rule: Rule| accepted.then_some(rule);
+    match wire {
+        DocType::Null => ok(nullable, Rule::Null),
+        DocType::String if *target == DataType::Datetime => ok(encoded, Rule::Rfc3339),
+        DocType::String if *target == DataType::Bytes => Some(Rule::Bytes),
+        DocType::String => ok(*target == DataType::String, Rule::Text),
+        DocType::Object => ok(*target == DataType::String, Rule::ObjectText),
+        DocType::Integer => ok(target.is_integer(), Rule::Typed),
+        DocType::Number => ok(target.is_float(), Rule::Typed),
+        DocType::Boolean => ok(*target == DataType::Bool, Rule::Typed),
+        DocType::Array => match target {
+            DataType::Vec(_) | DataType::List(_) | DataType::Array(..) => {
+                ok(elements_decode(target), Rule::Typed)
+            }
+            _ => None,
+        },
+    }
+}
+
+/// Whether a CBOR value can decode into `ty` as an array element (or, for a list type, hold
+/// such elements): anything but an innermost DATETIME (ENCODE names whole fields only), and no
+/// ARRAY without dimensions or with one Arrow cannot represent.
+fn elements_decode(ty: &DataType) -> bool {
+    match ty {
+        DataType::Vec(e) | DataType::List(e) => elements_decode(e),
+        DataType::Array(e, dims) => {
+            !dims.is_empty() && dims.iter().all(|&d| i32::try_from(d).is_ok()) && elements_decode(e)
+        }
+        DataType::Datetime => false,
+        _ => true,
+    }
+}
