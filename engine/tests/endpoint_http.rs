@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::dataplane::{consumer, define, next_delivery, runtime};
+use support::dataplane::{consumer, define, http_get, metric, next_delivery, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -192,6 +192,26 @@ fn bodies_in_every_payload_form_reach_the_relay_and_status_rules_hold() {
     let mut ids = received_ids(&node, 6);
     ids.sort();
     assert_eq!(ids, vec![1, 2, 3, 4, 5, 8]);
+    // The two refused bodies are counted; accepted payloads are the six above plus the empty
+    // array `wait_until_served` probed with.
+    let metrics = http_get(node.metrics, "/metrics");
+    let labels = "domain=\"web\",ingestor=\"events_http\",shard=\"0\"";
+    assert_eq!(
+        metric(
+            &metrics,
+            &format!("nervix_ingestor_decode_failures_total{{{labels}}}")
+        ),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            &format!("nervix_ingestor_payloads_total{{{labels},outcome=\"accepted\"}}")
+        ),
+        Some(7),
+        "{metrics}"
+    );
 
     // STOP withdraws the routes: 404, never a silent 202.
     admin.ok("STOP;");

@@ -136,6 +136,10 @@ pub struct IngestorStats {
     pub outstanding_bytes: u64,
     pub admitted_batches: u32,
     pub admission_open: bool,
+    /// Payload-decoding sources (endpoints, polls): what their intake on this shard counted.
+    pub intake: Option<super::shard::endpoint::IntakeCounters>,
+    /// Payloads and bytes a quiesce BUFFER holds.
+    pub retained: (usize, u64),
 }
 
 type Listen = (
@@ -671,6 +675,10 @@ fn collect_stats(shard: &ShardState) -> ShardStats {
                     outstanding_bytes,
                     admitted_batches: run.admission[i].admitted,
                     admission_open: run.admission[i].open,
+                    intake: run.intakes[i].as_ref().map(|intake| intake.counters),
+                    retained: run.intakes[i]
+                        .as_ref()
+                        .map_or((0, 0), |intake| intake.retained()),
                 }
             })
             .collect();

@@ -163,6 +163,10 @@ pub fn render(stats: &[ShardStats]) -> String {
     let mut node_errors = Vec::new();
     let mut ingestor_producers = Vec::new();
     let mut ingestor_admitted = Vec::new();
+    let mut payloads = Vec::new();
+    let mut decode_failures = Vec::new();
+    let mut quiesce_dropped = Vec::new();
+    let mut buffered_bytes = Vec::new();
     for shard in stats {
         for domain in &shard.domains {
             let d = &domain.domain;
@@ -191,7 +195,20 @@ pub fn render(stats: &[ShardStats]) -> String {
             for ingestor in &domain.ingestors {
                 let base = format!("domain=\"{d}\",ingestor=\"{}\"", ingestor.name);
                 ingestor_producers.push((base.clone(), ingestor.producers as u64));
-                ingestor_admitted.push((base, ingestor.admitted_batches as u64));
+                ingestor_admitted.push((base.clone(), ingestor.admitted_batches as u64));
+                if let Some(intake) = &ingestor.intake {
+                    let at = format!("{base},shard=\"{}\"", shard.shard);
+                    for (outcome, value) in [
+                        ("accepted", intake.payloads_accepted),
+                        ("rejected", intake.payloads_rejected),
+                        ("retained", intake.payloads_retained),
+                    ] {
+                        payloads.push((format!("{at},outcome=\"{outcome}\""), value));
+                    }
+                    decode_failures.push((at.clone(), intake.decode_failures));
+                    quiesce_dropped.push((at.clone(), intake.payloads_dropped));
+                    buffered_bytes.push((at, ingestor.retained.1));
+                }
             }
         }
     }
@@ -236,6 +253,30 @@ pub fn render(stats: &[ShardStats]) -> String {
         "Batches holding a slot of a client ingestor's ACK window.",
         "gauge",
         ingestor_admitted,
+    );
+    counter(
+        "nervix_ingestor_payloads_total",
+        "Payloads (HTTP bodies, WebSocket messages, polled bodies) by outcome.",
+        "counter",
+        payloads,
+    );
+    counter(
+        "nervix_ingestor_decode_failures_total",
+        "Payloads the ingestor's codec refused (accepted, reported, not delivered).",
+        "counter",
+        decode_failures,
+    );
+    counter(
+        "nervix_ingestor_quiesce_dropped_total",
+        "Retained payloads a BUFFER … ON OVERFLOW policy dropped.",
+        "counter",
+        quiesce_dropped,
+    );
+    counter(
+        "nervix_ingestor_buffered_bytes",
+        "Bytes a quiesce BUFFER holds.",
+        "gauge",
+        buffered_bytes,
     );
     out
 }
