@@ -6,7 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nervix_net::client::Session;
-use support::dataplane::{define, order_fields, orders, producer, runtime};
+use support::dataplane::{define, http_get, metric, order_fields, orders, producer, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -49,8 +49,14 @@ fn sigterm_flushes_buffered_rows_to_their_sink_and_exits_cleanly() {
             .submit(&orders(&[("a", "x", 1), ("b", "y", 2)]))
             .await
             .unwrap();
-        // Let the batch be admitted; it then waits in a one-hour FLUSH EACH buffer.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Wait until the batch is admitted (it holds a window slot: it then waits in a
+        // one-hour FLUSH EACH buffer); a loaded machine may take a while.
+        let admitted = "nervix_ingestor_admitted_batches{domain=\"shop\",ingestor=\"orders_in\"}";
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while metric(&http_get(node.metrics, "/metrics"), admitted) != Some(1) {
+            assert!(Instant::now() < deadline, "the batch was never admitted");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     });
     let file = dir.join("out/orders.ndjson");
     assert_eq!(std::fs::read_to_string(&file).unwrap_or_default(), "");

@@ -507,34 +507,19 @@ pub async fn shard_main(
                 for domain in &domains {
                     state.borrow_mut().close_all_groups(domain);
                 }
-                {
-                    let mut shard = state.borrow_mut();
-                    let at = shard.instant();
-                    let state = &mut *shard;
-                    for run in state.runs.values_mut() {
-                        run.graph.flush_all(
-                            None,
-                            at,
-                            &mut super::shard::mesh::Ctx {
-                                shard: state.shard,
-                                shards: state.shards,
-                                slab: &mut state.slab,
-                                outbox: &mut state.outbox,
-                                progressed: &mut state.progressed,
-                            },
-                        );
-                    }
-                    shard.step();
-                }
+                // Force-flush until nothing is held: a flush can move rows into the next
+                // node's route buffer (an emitter's FLUSH EACH), which needs a flush of its
+                // own, and a sink's in-flight write counts until it completes.
                 let deadline = super::clock::physical_ns() + deadline_ms * 1_000_000;
-                while super::clock::physical_ns() < deadline {
+                loop {
+                    state.borrow_mut().flush_everything();
                     let held: usize = state
                         .borrow()
                         .runs
                         .values()
-                        .map(|r| r.graph.held_frames())
+                        .map(|r| r.graph.held_frames() + r.graph.buffered_route_branches())
                         .sum();
-                    if held == 0 {
+                    if held == 0 || super::clock::physical_ns() >= deadline {
                         break;
                     }
                     glommio::timer::sleep(Duration::from_millis(5)).await;

@@ -418,6 +418,15 @@ impl ShardState {
         self.step();
     }
 
+    /// Force-flushes every route buffer of every domain (graceful shutdown), then steps.
+    pub fn flush_everything(&mut self) {
+        let at = self.instant();
+        for run in self.runs.values_mut() {
+            run.graph.flush_all(None, at, cx!(self));
+        }
+        self.step();
+    }
+
     /// Flushes due route buffers, sweeps branches and times out batches, then steps.
     pub fn tick(&mut self) {
         let at = self.instant();
