@@ -5,12 +5,14 @@
 //! depend on `nervix-shards` and `nervix-net`; it never sees NSPL, codecs or Arrow — the engine
 //! hands it bytes and takes bytes back.
 //!
-//! What exists: [`http`], the HTTP client half (HTTP REQUEST polls and requests), and
-//! [`runtime`], the connector runtime that tokio-only clients run on. Every other system
-//! arrives with its own issue.
+//! What exists: [`http`], the HTTP client half (HTTP REQUEST polls and requests);
+//! [`websocket`], the outbound WebSocket session of WEBSOCKETS CONNECTION ingestors (connect
+//! within one budget, frames both ways, reconnect with backoff); and [`runtime`], the connector
+//! runtime that tokio-only clients run on. Every other system arrives with its own issue.
 
 pub mod http;
 pub mod runtime;
+pub mod websocket;
 
 /// Why a connector could not do what was asked, and whether trying again can help (Arroyo's
 /// distinction: a transient failure is retried on the policy, a permanent one is reported).

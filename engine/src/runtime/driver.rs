@@ -380,6 +380,7 @@ pub async fn shard_main(
                         spawn_file_completions(&state, &name);
                         spawn_http_completions(&state, &name);
                         super::poll::start_pollers(&state, &name);
+                        super::connection::start_connections(&state, &name);
                         let _ = done.send(());
                     })
                     .detach();
@@ -389,6 +390,7 @@ pub async fn shard_main(
                 spawn_file_completions(&state, &name);
                 spawn_http_completions(&state, &name);
                 super::poll::start_pollers(&state, &name);
+                super::connection::start_connections(&state, &name);
                 let _ = done.send(());
             }
             Command::Undeploy { domain, done } => {

@@ -12,6 +12,7 @@
 //! live on the shard their branch key hashes to.
 
 pub mod clock;
+pub mod connection;
 pub mod driver;
 pub mod exec;
 pub mod frame;
@@ -22,6 +23,7 @@ pub mod plan;
 pub mod poll;
 pub mod session;
 pub mod shard;
+pub mod signaling;
 pub mod subscribe;
 
 use std::collections::HashMap;

@@ -40,7 +40,7 @@
 mod decode;
 mod emit;
 mod error;
-mod format;
+pub(crate) mod format;
 mod plan;
 mod program;
 mod value;

@@ -11,6 +11,7 @@
 //! Expressions are found by span: validation stores every typed tree of an entity with the
 //! span it has in the entity's canonical text, and the definition's AST carries the same spans.
 
+mod connection;
 mod endpoint;
 mod http;
 mod intake_codec;
@@ -38,6 +39,7 @@ use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
 use nervix_shards::flush::FlushPolicy;
 
+pub use connection::ConnectionPlan;
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpBody, HttpSinkPlan, PollPlan};
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
@@ -165,6 +167,8 @@ pub enum SourcePlan {
     Endpoint(Arc<EndpointPlan>),
     /// HTTP REQUEST: polled responses decoded by a codec, MODE NO ACK.
     HttpPoll(Arc<PollPlan>),
+    /// WEBSOCKETS CONNECTION: frames after the signaling handshake decoded by a codec.
+    WebsocketsConnection(Arc<ConnectionPlan>),
 }
 
 /// An ingestor the data plane runs.
@@ -533,6 +537,23 @@ impl<'d> Builder<'d> {
                     fields,
                     AckWindow::NO_ACK,
                     SourcePlan::HttpPoll(Arc::new(poll)),
+                )
+            }
+            SourceBody::WebsocketsConnection {
+                client, quiesce, ..
+            } => {
+                let fields = self.codec_fields(create.decode.as_ref(), &owner)?;
+                let connection = self.connection_source(
+                    &client.name,
+                    quiesce,
+                    create.decode.as_ref(),
+                    &fields,
+                    &owner,
+                )?;
+                (
+                    fields,
+                    AckWindow::NO_ACK,
+                    SourcePlan::WebsocketsConnection(Arc::new(connection)),
                 )
             }
             other => {

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::runtime::plan::{EndpointPlan, IntakeQuiesce, PollPlan, SourcePlan};
+use crate::runtime::plan::{ConnectionPlan, EndpointPlan, IntakeQuiesce, PollPlan, SourcePlan};
 
 use super::graph::Instant;
 use super::ShardState;
@@ -33,6 +33,7 @@ pub const INGEST_GROUP_IDLE_NS: u64 = 5_000_000;
 pub enum IntakeSource {
     Endpoint(Arc<EndpointPlan>),
     Poll(Arc<PollPlan>),
+    Connection(Arc<ConnectionPlan>),
 }
 
 impl IntakeSource {
@@ -40,6 +41,7 @@ impl IntakeSource {
         match (self, other) {
             (IntakeSource::Endpoint(a), IntakeSource::Endpoint(b)) => Arc::ptr_eq(a, b),
             (IntakeSource::Poll(a), IntakeSource::Poll(b)) => Arc::ptr_eq(a, b),
+            (IntakeSource::Connection(a), IntakeSource::Connection(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -48,6 +50,7 @@ impl IntakeSource {
         match self {
             IntakeSource::Endpoint(plan) => &plan.codec,
             IntakeSource::Poll(plan) => &plan.codec,
+            IntakeSource::Connection(plan) => &plan.codec,
         }
     }
 
@@ -55,6 +58,7 @@ impl IntakeSource {
         match self {
             IntakeSource::Endpoint(plan) => plan.quiesce,
             IntakeSource::Poll(plan) => plan.quiesce,
+            IntakeSource::Connection(plan) => plan.quiesce,
         }
     }
 }
@@ -184,7 +188,7 @@ impl EndpointTarget {
     pub fn endpoint(&self) -> Option<&EndpointPlan> {
         match &self.source {
             IntakeSource::Endpoint(plan) => Some(plan),
-            IntakeSource::Poll(_) => None,
+            IntakeSource::Poll(_) | IntakeSource::Connection(_) => None,
         }
     }
 }
@@ -264,6 +268,19 @@ impl ShardState {
         let index = run.graph.plan.ingestor(name)?;
         let intake = run.intakes.get(index)?.as_ref()?;
         matches!(intake.source, IntakeSource::Poll(_)).then(|| EndpointTarget {
+            domain: domain.to_string(),
+            index,
+            source: intake.source.clone(),
+        })
+    }
+
+    /// The current target of ingestor `name` of `domain` when it is a WEBSOCKETS CONNECTION
+    /// here.
+    pub fn connection_target(&self, domain: &str, name: &str) -> Option<EndpointTarget> {
+        let run = self.runs.get(domain)?;
+        let index = run.graph.plan.ingestor(name)?;
+        let intake = run.intakes.get(index)?.as_ref()?;
+        matches!(intake.source, IntakeSource::Connection(_)).then(|| EndpointTarget {
             domain: domain.to_string(),
             index,
             source: intake.source.clone(),

@@ -247,6 +247,14 @@ impl ShardState {
                 crate::runtime::plan::SourcePlan::HttpPoll(poll) if sink_shard => Some(
                     endpoint::PayloadIntake::new(endpoint::IntakeSource::Poll(poll.clone())),
                 ),
+                // A WEBSOCKETS CONNECTION session runs once per node, on the sink shard.
+                crate::runtime::plan::SourcePlan::WebsocketsConnection(connection)
+                    if sink_shard =>
+                {
+                    Some(endpoint::PayloadIntake::new(
+                        endpoint::IntakeSource::Connection(connection.clone()),
+                    ))
+                }
                 _ => None,
             })
             .collect();
