@@ -42,7 +42,7 @@ mod emit;
 mod error;
 pub(crate) mod format;
 mod plan;
-mod program;
+pub(crate) mod program;
 mod value;
 
 pub use decode::{unfold, JaqDecoder, Unfolded};

@@ -85,6 +85,12 @@ fn stack_position() -> usize {
 
 /// Compiles `code`, or says why it does not compile.
 pub(crate) fn compile(code: &str) -> Result<Filter, String> {
+    compile_with_vars(code, &[])
+}
+
+/// Compiles `code` with the global variables `vars` (e.g. `$state`) declared; each run binds
+/// them, in this order, through [`run_with_vars`].
+pub(crate) fn compile_with_vars(code: &str, vars: &[&'static str]) -> Result<Filter, String> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs());
@@ -96,6 +102,7 @@ pub(crate) fn compile(code: &str) -> Result<Filter, String> {
         .map_err(|errors| load_message(code, errors))?;
     Compiler::default()
         .with_funs(funs())
+        .with_global_vars(vars.iter().copied())
         .compile(modules)
         .map_err(|errors| {
             let messages: Vec<String> = errors
@@ -217,6 +224,17 @@ pub(crate) fn run<E>(
     filter: &Filter,
     input: Val,
     max_outputs: usize,
+    each: impl FnMut(usize, Val) -> Result<(), E>,
+) -> Result<usize, RunError<E>> {
+    run_with_vars(filter, input, Vec::new(), max_outputs, each)
+}
+
+/// [`run`] with the global variables the filter was compiled with bound to `vars`.
+pub(crate) fn run_with_vars<E>(
+    filter: &Filter,
+    input: Val,
+    vars: Vec<Val>,
+    max_outputs: usize,
     mut each: impl FnMut(usize, Val) -> Result<(), E>,
 ) -> Result<usize, RunError<E>> {
     let guard = Guard {
@@ -225,7 +243,7 @@ pub(crate) fn run<E>(
         base: stack_position(),
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let ctx = Ctx::<Kind>::new(&guard, Vars::new([]));
+        let ctx = Ctx::<Kind>::new(&guard, Vars::new(vars));
         let mut count = 0;
         for output in filter.id.run((ctx, input)) {
             let value = output.map_err(|e| RunError::Program(describe(e)))?;
