@@ -34,8 +34,6 @@ use super::signaling::{Action, Event, Handshake};
 pub const CONNECTION_QUEUE_FRAMES: usize = 64;
 /// Commands (handshake frames to send) waiting between a shard and its session.
 pub const CONNECTION_COMMANDS: usize = 16;
-/// How often a frame the intake cannot take yet is offered again.
-const OFFER_RETRY_MS: u64 = 1;
 
 /// Starts the sessions of `domain`'s WEBSOCKETS CONNECTION sources that live on this shard.
 pub fn start_connections(state: &Rc<RefCell<ShardState>>, domain: &str) {
@@ -279,28 +277,23 @@ impl ConnectionTask {
         true
     }
 
-    /// Offers one data frame until the ingestor takes it or no longer exists.
+    /// Offers one data frame until the ingestor takes it or no longer exists; its unfolding
+    /// waits for the extension workers (the frame was already read from the socket).
     async fn offer(&self, body: &[u8]) {
-        loop {
-            let offered = {
-                let mut shard = self.state.borrow_mut();
-                match shard.connection_target(&self.domain, &self.name) {
-                    Some(target) => shard.offer_payload(&target, body),
-                    None => Offer::Gone,
-                }
-            };
-            match offered {
-                Offer::Accepted => return,
-                Offer::Busy => glommio::timer::sleep(Duration::from_millis(OFFER_RETRY_MS)).await,
-                Offer::Refused { .. } | Offer::Gone => {
-                    tracing::warn!(
-                        "{}: a frame of {} bytes was dropped: the ingestor no longer runs",
-                        self.label,
-                        body.len()
-                    );
-                    return;
-                }
-            }
+        let offered = super::offer::offer(
+            &self.state,
+            |shard| shard.connection_target(&self.domain, &self.name),
+            body,
+            super::offer::WhenWorkersFull::Wait,
+            None,
+        )
+        .await;
+        if offered != Offer::Accepted {
+            tracing::warn!(
+                "{}: a frame of {} bytes was dropped: the ingestor no longer runs",
+                self.label,
+                body.len()
+            );
         }
     }
 }

@@ -27,14 +27,12 @@ use nervix_net::http::{
 use nervix_nspl::ast::catalog::EndpointType;
 
 use super::clock;
-use super::plan::IntakeCodec;
+use super::offer::WhenWorkersFull;
 use super::shard::endpoint::{EndpointTarget, Offer};
 use super::shard::ShardState;
 
 /// The longest a request waits for a full graph before it is answered 503.
 pub const MAX_BACKPRESSURE_WAIT_MS: u64 = 5_000;
-/// How often a waiting request offers its body again.
-const BUSY_RETRY_US: u64 = 100;
 /// How often an established WebSocket checks whether its ingestors still take payloads.
 const WEBSOCKET_WATCH_MS: u64 = 50;
 /// WebSocket close code 1013, Try Again Later (spec: quiesce REJECT, refused payloads).
@@ -78,47 +76,18 @@ impl ShardHttp {
         verdict
     }
 
-    /// One target: unfolded on the extension workers first when its codec says so (full
-    /// workers refuse the body, 503 without Retry-After: its sender may send it again), then
-    /// offered until it is taken, refused, or the backpressure wait runs out (`Busy`).
+    /// One target, refused when the extension workers are full (its sender may send it
+    /// again) and after [`MAX_BACKPRESSURE_WAIT_MS`] of a full relay.
     async fn offer_one(&self, target: &EndpointTarget, payload: &[u8]) -> Offer {
         let deadline_ns = clock::physical_ns() + MAX_BACKPRESSURE_WAIT_MS * 1_000_000;
-        let mut unfolded = None;
-        let codec = target.source.codec().clone();
-        if codec.unfolds_on_workers() && self.state.borrow().endpoint_open(target) {
-            let (IntakeCodec::Jaq(plan), Some(extension)) =
-                (codec, self.state.borrow().extension.clone())
-            else {
-                return Offer::Gone;
-            };
-            let body = payload.to_vec();
-            let job = extension.try_submit(move || {
-                crate::codec::jaq_unfold(&plan, &body).map_err(|e| e.to_string())
-            });
-            let Ok(job) = job else {
-                return Offer::Refused {
-                    retry_after_s: None,
-                };
-            };
-            unfolded = Some(match job.await {
-                Ok(result) => result,
-                Err(error) => Err(error.to_string()),
-            });
-        }
-        loop {
-            let offer = {
-                let mut state = self.state.borrow_mut();
-                if unfolded.is_some() {
-                    state.offer_unfolded(target, &mut unfolded, payload)
-                } else {
-                    state.offer_payload(target, payload)
-                }
-            };
-            if offer != Offer::Busy || clock::physical_ns() >= deadline_ns {
-                return offer;
-            }
-            glommio::timer::sleep(Duration::from_micros(BUSY_RETRY_US)).await;
-        }
+        super::offer::offer(
+            &self.state,
+            |_| Some(target.clone()),
+            payload,
+            WhenWorkersFull::Refuse,
+            Some(deadline_ns),
+        )
+        .await
     }
 }
 

@@ -19,6 +19,7 @@ pub mod frame;
 pub mod http;
 pub mod in_process;
 pub mod observe;
+pub mod offer;
 pub mod plan;
 pub mod poll;
 pub mod session;

@@ -12,18 +12,16 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
 use nervix_connectors::http::{poll_loop, HttpClient, Polled};
 
+use super::offer::WhenWorkersFull;
 use super::plan::SourcePlan;
 use super::shard::endpoint::{IntakeSource, Offer};
 use super::shard::ShardState;
 
 /// Polled bodies waiting between a poller and its shard.
 pub const POLL_QUEUE_BODIES: usize = 2;
-/// How often a body the intake cannot take yet is offered again.
-const POLL_RETRY_MS: u64 = 1;
 
 /// Starts the pollers of `domain`'s polling sources that live on this shard.
 pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
@@ -88,7 +86,8 @@ pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
     }
 }
 
-/// Offers one polled body until the ingestor takes it or no longer exists.
+/// Offers one polled body until the ingestor takes it or no longer exists; its unfolding
+/// waits for the extension workers (the poll was already taken from the source).
 async fn offer(
     state: &Rc<RefCell<ShardState>>,
     domain: &str,
@@ -96,24 +95,18 @@ async fn offer(
     body: &[u8],
     label: &str,
 ) {
-    loop {
-        let offered = {
-            let mut shard = state.borrow_mut();
-            match shard.poll_target(domain, name) {
-                Some(target) => shard.offer_payload(&target, body),
-                None => Offer::Gone,
-            }
-        };
-        match offered {
-            Offer::Accepted => return,
-            Offer::Busy => glommio::timer::sleep(Duration::from_millis(POLL_RETRY_MS)).await,
-            Offer::Refused { .. } | Offer::Gone => {
-                tracing::warn!(
-                    "{label}: a polled body of {} bytes was dropped: the ingestor no longer runs",
-                    body.len()
-                );
-                return;
-            }
-        }
+    let offered = super::offer::offer(
+        state,
+        |shard| shard.poll_target(domain, name),
+        body,
+        WhenWorkersFull::Wait,
+        None,
+    )
+    .await;
+    if offered != Offer::Accepted {
+        tracing::warn!(
+            "{label}: a polled body of {} bytes was dropped: the ingestor no longer runs",
+            body.len()
+        );
     }
 }
