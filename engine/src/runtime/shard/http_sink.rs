@@ -181,13 +181,15 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
         .iter()
         .map(|(name, value)| (eval(name), eval(value)))
         .collect();
-    let bodies = bodies(plan, batch);
+    // Each row's body moves into its request (encoded once, never copied again).
+    let mut bodies = bodies(plan, batch).map(Vec::into_iter);
     let text = |values: &ArrayRef, row: usize| -> Option<String> {
         let strings = values.as_any().downcast_ref::<StringArray>()?;
         (!strings.is_null(row)).then(|| strings.value(row).to_string())
     };
     (0..rows)
         .map(|row| {
+            let body = bodies.as_mut().and_then(Iterator::next);
             let at = row as u32;
             for (_, errors) in [&method, &path] {
                 if let Some(error) = errors.get(&at) {
@@ -210,7 +212,7 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
                 method,
                 path,
                 headers: written,
-                body: bodies.as_ref().map(|all| all[row].clone()),
+                body,
             })
         })
         .collect()
