@@ -5,9 +5,10 @@
 //! A `TYPE HTTP` client's CONFIG (spec: "Resources", "Example HTTP TLS client") is read by
 //! [`HttpClientConfig::from_entries`]: `endpoint` (required, `http://` or `https://`),
 //! `method` (default `GET`, used by polls), `timeout_ms` (default [`DEFAULT_TIMEOUT_MS`]; covers
-//! connect, TLS and the response headers), `tls_ca_file` (trust that CA alone),
+//! name resolution, connect, TLS and the response headers), `tls_ca_file` (trust that CA alone),
 //! `tls_cert_file` + `tls_key_file` (client identity). Unknown keys are refused, so a typo is
-//! never silently ignored.
+//! never silently ignored. Host names resolve through the node's hickory resolver
+//! ([`crate::resolve::node_resolver`]), not reqwest's default.
 //!
 //! Outcomes are classified once, here ([`classify`]): 2xx delivers (at complete response
 //! headers — the body is not awaited); 401, 403, 407, 408, 425, 429 and 5xx, and transport
@@ -151,6 +152,7 @@ impl HttpClient {
         let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.timeout_ms))
             .connect_timeout(Duration::from_millis(config.timeout_ms))
+            .dns_resolver(crate::resolve::node_resolver())
             .no_proxy();
         let read = |key: &str, path: &str| {
             std::fs::read(path)
@@ -424,6 +426,37 @@ mod tests {
             Some(Duration::from_millis(MAX_RETRY_AFTER_MS))
         );
         assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    #[tokio::test]
+    async fn a_host_name_resolves_through_the_node_resolver() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = tcp.read(&mut request).await.unwrap();
+            tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+        });
+        let entries = |endpoint: &str| vec![("endpoint".to_string(), endpoint.to_string())];
+        let config =
+            HttpClientConfig::from_entries(&entries(&format!("http://localhost:{port}/x")))
+                .unwrap();
+        let polled = HttpClient::new(config).unwrap().poll().await.unwrap();
+        assert_eq!(polled.unwrap().body, b"ok");
+        let config =
+            HttpClientConfig::from_entries(&entries("http://nervix-test.invalid/x")).unwrap();
+        let error = HttpClient::new(config).unwrap().poll().await.unwrap_err();
+        assert!(error.retryable(), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("could not resolve host 'nervix-test.invalid'"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -9,8 +9,14 @@
 //! [`websocket`], the outbound WebSocket session of WEBSOCKETS CONNECTION ingestors (connect
 //! within one budget, frames both ways, reconnect with backoff); and [`runtime`], the connector
 //! runtime that tokio-only clients run on. Every other system arrives with its own issue.
+//! [`resolve`] is the node resolver (hickory, on the system configuration) through which the
+//! outbound connectors resolve host names.
+//! [`kafka`] is the Kafka consumer and producer the shards poll (librdkafka), and the mock
+//! cluster behind tests and `nervix dev kafka`.
 
 pub mod http;
+pub mod kafka;
+pub mod resolve;
 pub mod runtime;
 pub mod websocket;
 

@@ -8,17 +8,17 @@
 //! platform's roots), `tls_cert_file` + `tls_key_file` (client identity). Unknown keys are
 //! refused, so a typo is never silently ignored.
 //!
-//! Connecting ([`connect`]): the URL's host is resolved through tokio's resolver on every
-//! attempt, the returned addresses are tried in order, and DNS, TCP, TLS and the upgrade
-//! share one [`CONNECT_BUDGET_MS`] budget. The upgrade uses the configured URL (Host header,
-//! path, query) and the TLS server name is the URL's host. Every connection failure is
+//! Connecting ([`connect`]): the URL's host is resolved through the node's hickory resolver
+//! ([`crate::resolve::node_resolver`], itself bounded by [`crate::resolve::RESOLVE_BUDGET_MS`])
+//! on every attempt, the returned addresses are tried in order, and DNS, TCP, TLS and the
+//! upgrade share one [`CONNECT_BUDGET_MS`] budget. The upgrade uses the configured URL (Host
+//! header, path, query) and the TLS server name is the URL's host. Every connection failure is
 //! transient: [`session_loop`] reports it and tries again after a backoff doubling from
 //! [`RECONNECT_BACKOFF_MIN_MS`] to [`RECONNECT_BACKOFF_MAX_MS`], reset by
 //! [`Command::Established`] (the engine's word that the handshake completed). Pings are
 //! answered by tungstenite while the socket is read; the session reads continuously, so
 //! keepalives stay live whatever the shard does with the frames.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -247,13 +247,14 @@ async fn connect_within(
 ) -> Result<Connection, ConnectorError> {
     let (secure, host, port) = config.target()?;
     let url = &config.endpoint;
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+    let ips = crate::resolve::node_resolver()
+        .lookup(&host)
         .await
-        .map_err(|e| ConnectorError::transient(format!("{url}: cannot resolve '{host}': {e}")))?
-        .collect();
+        .map_err(|e| ConnectorError::transient(format!("{url}: {e}")))?;
     let mut last = format!("'{host}' resolved to no address");
     let mut tcp = None;
-    for addr in addrs {
+    for ip in ips {
+        let addr = std::net::SocketAddr::new(ip, port);
         match tokio::net::TcpStream::connect(addr).await {
             Ok(stream) => {
                 tcp = Some(stream);
@@ -496,6 +497,29 @@ mod tests {
             Duration::from_millis(2 * RECONNECT_BACKOFF_MIN_MS)
         );
         assert_eq!(backoff(40), Duration::from_millis(RECONNECT_BACKOFF_MAX_MS));
+    }
+
+    #[tokio::test]
+    async fn a_host_name_resolves_through_the_node_resolver() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let _ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        });
+        let endpoint = format!("ws://localhost:{port}/s");
+        let config = WsClientConfig::from_entries(&entries(&[("endpoint", &endpoint)])).unwrap();
+        connect(&config, None).await.unwrap();
+        let endpoint = "ws://nervix-test.invalid/s";
+        let config = WsClientConfig::from_entries(&entries(&[("endpoint", endpoint)])).unwrap();
+        let error = connect(&config, None).await.err().unwrap();
+        assert!(error.retryable(), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("could not resolve host 'nervix-test.invalid'"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

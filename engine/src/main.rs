@@ -36,6 +36,8 @@ enum Command {
     Bench(cli::bench::BenchArguments),
     /// An embedded node running examples/demo.nspl under synthetic load.
     Demo(cli::demo::DemoArguments),
+    /// Local stand-ins for external systems (`nervix dev kafka`: a mock Kafka cluster).
+    Dev(cli::dev::DevArguments),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Serve(serve) => cli::serve::run(&serve),
         Command::Bench(bench) => cli::bench::run(&bench),
         Command::Demo(demo) => cli::demo::run(&demo),
+        Command::Dev(dev) => cli::dev::run(&dev),
     };
     match outcome {
         Ok(status) => status.into(),

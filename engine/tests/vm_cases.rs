@@ -231,6 +231,7 @@ fn run(program: &Program, batch: &Batch) -> String {
         sources: &sources,
         num_rows: batch.num_rows,
         now_ns: NOW_NS,
+        envelope: None,
     };
     let out = program.eval(&ctx);
     assert_eq!(out.values.len(), batch.num_rows, "output length");

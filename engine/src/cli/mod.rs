@@ -7,6 +7,7 @@ pub mod bench;
 pub mod check;
 pub mod console;
 pub mod demo;
+pub mod dev;
 mod diff;
 pub mod fmt;
 mod input;

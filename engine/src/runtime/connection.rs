@@ -284,6 +284,8 @@ impl ConnectionTask {
             &self.state,
             |shard| shard.connection_target(&self.domain, &self.name),
             body,
+            // WEBSOCKETS CONNECTION ingestors do not expose headers (spec "Header Context").
+            &[],
             super::offer::WhenWorkersFull::Wait,
             None,
         )

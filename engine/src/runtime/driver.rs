@@ -140,6 +140,8 @@ pub struct IngestorStats {
     pub intake: Option<super::shard::endpoint::IntakeCounters>,
     /// Payloads and bytes a quiesce BUFFER holds.
     pub retained: (usize, u64),
+    /// KAFKA TOPIC: each consumer instance's counters and records awaiting acknowledgement.
+    pub kafka: Vec<(u32, super::shard::kafka::KafkaCounters, usize)>,
 }
 
 type Listen = (
@@ -234,23 +236,40 @@ fn drain_outbox(
     left
 }
 
+/// What every shard shares with the node: listeners, certificates, the connector runtime, the
+/// extension workers and the runtime state.
+#[derive(Clone)]
+pub struct NodeServices {
+    pub data_dir: PathBuf,
+    pub listeners: super::http::DataListeners,
+    pub certs: Arc<nervix_net::http::CertStore>,
+    pub connectors: nervix_connectors::runtime::ConnectorRuntime,
+    pub extension: Arc<nervix_shards::workers::WorkerClass>,
+    pub runtime_state: Arc<super::state_store::RuntimeState>,
+}
+
 /// One shard's main task.
 pub async fn shard_main(
     mut ctx: ShardContext<MeshMsg, Command>,
     listen: Option<Listen>,
-    data_dir: PathBuf,
-    listeners: super::http::DataListeners,
-    certs: Arc<nervix_net::http::CertStore>,
-    connectors: nervix_connectors::runtime::ConnectorRuntime,
-    extension: Arc<nervix_shards::workers::WorkerClass>,
+    services: NodeServices,
 ) {
     let (kick, kicked) = async_channel::bounded::<()>(1);
     let shards = ctx.shard_count.get();
+    let NodeServices {
+        data_dir,
+        listeners,
+        certs,
+        connectors,
+        extension,
+        runtime_state,
+    } = services;
     let state = Rc::new(RefCell::new(ShardState::new(
         ctx.shard, shards, kick, data_dir,
     )));
     state.borrow_mut().connectors = Some(connectors);
     state.borrow_mut().extension = Some(extension);
+    state.borrow_mut().runtime_state = Some(runtime_state);
     start_mesh_readers(&state, &mut ctx);
     // Shared so session and ticker tasks are spawned stall-watched in named task queues.
     let ctx = Rc::new(ctx);
@@ -381,6 +400,8 @@ pub async fn shard_main(
                         spawn_http_completions(&state, &name);
                         super::poll::start_pollers(&state, &name);
                         super::connection::start_connections(&state, &name);
+                        super::kafka::start_consumers(&state, &name);
+                        spawn_kafka_sinks(&state, &name);
                         let _ = done.send(());
                     })
                     .detach();
@@ -391,6 +412,8 @@ pub async fn shard_main(
                 spawn_http_completions(&state, &name);
                 super::poll::start_pollers(&state, &name);
                 super::connection::start_connections(&state, &name);
+                super::kafka::start_consumers(&state, &name);
+                spawn_kafka_sinks(&state, &name);
                 let _ = done.send(());
             }
             Command::Undeploy { domain, done } => {
@@ -506,8 +529,10 @@ pub async fn shard_main(
                 let domains: Vec<String> = state.borrow().runs.keys().cloned().collect();
                 // Intake stops first: the data listeners close, open groups enter the graph.
                 state.borrow_mut().stop_listeners = None;
+                state.borrow_mut().draining = true;
                 for domain in &domains {
                     state.borrow_mut().close_all_groups(domain);
+                    state.borrow_mut().close_kafka_groups(domain);
                 }
                 // Force-flush until nothing is held: a flush can move rows into the next
                 // node's route buffer (an emitter's FLUSH EACH), which needs a flush of its
@@ -521,7 +546,9 @@ pub async fn shard_main(
                         .values()
                         .map(|r| r.graph.held_frames() + r.graph.buffered_route_branches())
                         .sum();
-                    if held == 0 || super::clock::physical_ns() >= deadline {
+                    // Kafka consumers commit what was acknowledged before they stop.
+                    let settled = state.borrow().kafka_settled();
+                    if (held == 0 && settled) || super::clock::physical_ns() >= deadline {
                         break;
                     }
                     glommio::timer::sleep(Duration::from_millis(5)).await;
@@ -564,6 +591,41 @@ fn spawn_file_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
         .detach();
     }
 }
+
+/// Serves `domain`'s KAFKA TOPIC producers (delivery reports, retries) while its graph runs.
+fn spawn_kafka_sinks(state: &Rc<RefCell<ShardState>>, domain: &str) {
+    let plan = match state.borrow().runs.get(domain) {
+        Some(run) if !run.kafka_sinks.is_empty() => run.graph.plan.clone(),
+        _ => return,
+    };
+    let state = state.clone();
+    let domain = domain.to_string();
+    glommio::spawn_local(async move {
+        loop {
+            let current = state
+                .borrow()
+                .runs
+                .get(&domain)
+                .is_some_and(|run| Arc::ptr_eq(&run.graph.plan, &plan));
+            if !current {
+                break;
+            }
+            let busy = state.borrow_mut().serve_kafka_sinks(&domain);
+            let idle_us = if busy {
+                KAFKA_SERVE_BUSY_US
+            } else {
+                KAFKA_SERVE_IDLE_US
+            };
+            glommio::timer::sleep(Duration::from_micros(idle_us)).await;
+        }
+    })
+    .detach();
+}
+
+/// How often a Kafka producer with records in flight is served.
+const KAFKA_SERVE_BUSY_US: u64 = 200;
+/// How often an idle Kafka producer is served (its client still reports errors).
+const KAFKA_SERVE_IDLE_US: u64 = 5_000;
 
 /// Feeds HTTP REQUEST emitters' job completions back into the shard.
 fn spawn_http_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
@@ -666,6 +728,12 @@ fn collect_stats(shard: &ShardState) -> ShardStats {
                     retained: run.intakes[i]
                         .as_ref()
                         .map_or((0, 0), |intake| intake.retained()),
+                    kafka: run
+                        .kafka
+                        .iter()
+                        .filter(|intake| intake.ingestor == i)
+                        .map(|intake| (intake.instance, intake.counters, intake.tracker.pending()))
+                        .collect(),
                 }
             })
             .collect();

@@ -53,15 +53,21 @@ impl ShardHttp {
         ShardHttp { state }
     }
 
-    /// Offers `payload` to every target until each accepted, refused or is gone.
-    async fn offer(&self, route: &EndpointRoute, payload: &[u8]) -> Verdict {
+    /// Offers `payload` with the request's `headers` to every target until each accepted,
+    /// refused or is gone.
+    async fn offer(
+        &self,
+        route: &EndpointRoute,
+        payload: &[u8],
+        headers: &[(String, Vec<u8>)],
+    ) -> Verdict {
         let mut verdict = Verdict {
             accepted: false,
             every_refusal_rejects: true,
             retry_after_s: 0,
         };
         for target in &route.targets {
-            match self.offer_one(target, payload).await {
+            match self.offer_one(target, payload, headers).await {
                 Offer::Accepted => verdict.accepted = true,
                 Offer::Refused {
                     retry_after_s: Some(after),
@@ -78,12 +84,18 @@ impl ShardHttp {
 
     /// One target, refused when the extension workers are full (its sender may send it
     /// again) and after [`MAX_BACKPRESSURE_WAIT_MS`] of a full relay.
-    async fn offer_one(&self, target: &EndpointTarget, payload: &[u8]) -> Offer {
+    async fn offer_one(
+        &self,
+        target: &EndpointTarget,
+        payload: &[u8],
+        headers: &[(String, Vec<u8>)],
+    ) -> Offer {
         let deadline_ns = clock::physical_ns() + MAX_BACKPRESSURE_WAIT_MS * 1_000_000;
         super::offer::offer(
             &self.state,
             |_| Some(target.clone()),
             payload,
+            headers,
             WhenWorkersFull::Refuse,
             Some(deadline_ns),
         )
@@ -185,20 +197,22 @@ impl HttpService for ShardHttp {
         HeadDecision::ReadBody(route)
     }
 
-    async fn request(&self, route: EndpointRoute, _head: &RequestHead, body: &[u8]) -> Response {
-        self.offer(&route, body).await.response()
+    /// The body with the request's headers (HTTP ENDPOINT `read_header`).
+    async fn request(&self, route: EndpointRoute, head: &RequestHead, body: &[u8]) -> Response {
+        self.offer(&route, body, &head.headers).await.response()
     }
 
     async fn websocket_message(
         &self,
         route: &EndpointRoute,
-        _head: &RequestHead,
+        head: &RequestHead,
         message: WsMessage<'_>,
     ) -> WsVerdict {
         let payload = match message {
             WsMessage::Text(bytes) | WsMessage::Binary(bytes) => bytes,
         };
-        if self.offer(route, payload).await.accepted {
+        // Every message carries the opening upgrade request's headers (WEBSOCKETS ENDPOINT).
+        if self.offer(route, payload, &head.headers).await.accepted {
             WsVerdict::Continue
         } else {
             WsVerdict::Close {

@@ -14,10 +14,12 @@
 pub mod clock;
 pub mod connection;
 pub mod driver;
+pub mod envelope;
 pub mod exec;
 pub mod frame;
 pub mod http;
 pub mod in_process;
+pub mod kafka;
 pub mod observe;
 pub mod offer;
 pub mod plan;
@@ -25,6 +27,7 @@ pub mod poll;
 pub mod session;
 pub mod shard;
 pub mod signaling;
+pub mod state_store;
 pub mod subscribe;
 
 use std::collections::HashMap;
@@ -58,6 +61,8 @@ pub enum DataPlaneError {
     Stopped,
     #[error("cannot start the connector runtime or the extension workers: {0}")]
     Connectors(String),
+    #[error("{0}")]
+    State(#[from] state_store::StateStoreError),
 }
 
 /// How the data plane runs.
@@ -89,6 +94,8 @@ pub struct DataPlane {
     pub failures: std::sync::Mutex<HashMap<String, String>>,
     subscriptions: std::sync::Mutex<HashMap<u64, subscribe::SubscriptionSpec>>,
     next_subscription: std::sync::atomic::AtomicU64,
+    /// Runtime state that survives restarts (Kafka OFFSET BY DOMAIN offsets).
+    state: Arc<state_store::RuntimeState>,
 }
 
 impl DataPlane {
@@ -129,23 +136,22 @@ impl DataPlane {
             nervix_shards::workers::WorkerClass::extension(cores)
                 .map_err(|e| DataPlaneError::Connectors(format!("extension workers: {e}")))?,
         );
-        let shard_listeners = listeners.clone();
-        let shard_certs = certs.clone();
+        let state = state_store::RuntimeState::open(&config.data_dir)?;
+        let services = driver::NodeServices {
+            data_dir,
+            listeners: listeners.clone(),
+            certs: certs.clone(),
+            connectors: shard_connectors,
+            extension,
+            runtime_state: state.clone(),
+        };
         let shards = ShardSet::start(runtime, move |ctx| {
             let listen = if ctx.shard == GRAPH_SHARD {
                 bound_tx.lock().ok().and_then(|mut slot| slot.take())
             } else {
                 None
             };
-            driver::shard_main(
-                ctx,
-                listen.map(|tx| (session_addr, tx)),
-                data_dir.clone(),
-                shard_listeners.clone(),
-                shard_certs.clone(),
-                shard_connectors.clone(),
-                extension.clone(),
-            )
+            driver::shard_main(ctx, listen.map(|tx| (session_addr, tx)), services.clone())
         })?;
         let addr = match bound_rx.recv_timeout(std::time::Duration::from_secs(10)) {
             Ok(Ok(addr)) => addr,
@@ -182,6 +188,7 @@ impl DataPlane {
             failures: std::sync::Mutex::new(HashMap::new()),
             subscriptions: std::sync::Mutex::new(HashMap::new()),
             next_subscription: std::sync::atomic::AtomicU64::new(1),
+            state,
         })
     }
 
@@ -446,7 +453,13 @@ impl DataPlane {
         })
         .await;
         let shards = self.shards;
-        let _ = tokio::task::spawn_blocking(move || shards.join()).await;
+        let state = self.state;
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = shards.join();
+            // The shards handed their last snapshots over while draining: write them.
+            state.close();
+        })
+        .await;
     }
 }
 

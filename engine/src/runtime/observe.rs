@@ -167,6 +167,8 @@ pub fn render(stats: &[ShardStats]) -> String {
     let mut decode_failures = Vec::new();
     let mut quiesce_dropped = Vec::new();
     let mut buffered_bytes = Vec::new();
+    let mut kafka_counts: [Vec<(String, u64)>; 5] = Default::default();
+    let mut kafka_pending = Vec::new();
     for shard in stats {
         for domain in &shard.domains {
             let d = &domain.domain;
@@ -208,6 +210,20 @@ pub fn render(stats: &[ShardStats]) -> String {
                     decode_failures.push((at.clone(), intake.decode_failures));
                     quiesce_dropped.push((at.clone(), intake.payloads_dropped));
                     buffered_bytes.push((at, ingestor.retained.1));
+                }
+                for (instance, counters, pending) in &ingestor.kafka {
+                    let at = format!("{base},instance=\"{instance}\"");
+                    let values = [
+                        counters.records,
+                        counters.decode_failures,
+                        counters.rejections,
+                        counters.commits,
+                        counters.seeks,
+                    ];
+                    for (series, value) in kafka_counts.iter_mut().zip(values) {
+                        series.push((at.clone(), value));
+                    }
+                    kafka_pending.push((at, *pending as u64));
                 }
             }
         }
@@ -277,6 +293,42 @@ pub fn render(stats: &[ShardStats]) -> String {
         "Bytes a quiesce BUFFER holds.",
         "gauge",
         buffered_bytes,
+    );
+    let [records, failures, rejections, commits, seeks] = kafka_counts;
+    for (name, help, series) in [
+        (
+            "nervix_kafka_records_total",
+            "Kafka records a consumer instance took.",
+            records,
+        ),
+        (
+            "nervix_kafka_decode_failures_total",
+            "Kafka records the ingestor's codec refused (acknowledged, reported).",
+            failures,
+        ),
+        (
+            "nervix_kafka_rejections_total",
+            "Kafka records rejected downstream or past ACK TIMEOUT (read again after a seek).",
+            rejections,
+        ),
+        (
+            "nervix_kafka_commits_total",
+            "Positions committed (to the group, or to runtime state under OFFSET BY DOMAIN).",
+            commits,
+        ),
+        (
+            "nervix_kafka_seeks_total",
+            "Seeks back to rejected records.",
+            seeks,
+        ),
+    ] {
+        counter(name, help, "counter", series);
+    }
+    counter(
+        "nervix_kafka_pending_records",
+        "Kafka records awaiting their downstream acknowledgement.",
+        "gauge",
+        kafka_pending,
     );
     out
 }

@@ -9,6 +9,7 @@
 //! ([`WhenWorkersFull::Wait`]: polls, connection frames), which pauses it in turn. Then the
 //! payload (or its unfolded records) is offered until the ingestor takes it, refuses it, or is
 //! gone; a full relay (`Busy`) makes the task wait, up to `deadline_ns` when one is given.
+//! The payload's transport headers travel with it (its unfolded records share them).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -29,12 +30,14 @@ pub enum WhenWorkersFull {
     Wait,
 }
 
-/// Offers `payload` to the ingestor `resolve` names (resolved again on every attempt, so a
-/// replaced source is followed by name where the caller wants that).
+/// Offers `payload` with its transport `headers` (empty for a source without) to the ingestor
+/// `resolve` names (resolved again on every attempt, so a replaced source is followed by name
+/// where the caller wants that).
 pub async fn offer(
     state: &Rc<RefCell<ShardState>>,
     resolve: impl Fn(&ShardState) -> Option<EndpointTarget>,
     payload: &[u8],
+    headers: &[(String, Vec<u8>)],
     when_full: WhenWorkersFull,
     deadline_ns: Option<u64>,
 ) -> Offer {
@@ -77,9 +80,9 @@ pub async fn offer(
             match resolve(&shard) {
                 None => Offer::Gone,
                 Some(target) if unfolded.is_some() => {
-                    shard.offer_unfolded(&target, &mut unfolded, payload)
+                    shard.offer_unfolded(&target, &mut unfolded, payload, headers)
                 }
-                Some(target) => shard.offer_payload(&target, payload),
+                Some(target) => shard.offer_payload(&target, payload, headers),
             }
         };
         if offered != Offer::Busy || due(deadline_ns) {

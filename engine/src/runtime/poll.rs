@@ -76,7 +76,13 @@ pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
         let domain = domain.to_string();
         glommio::spawn_local(async move {
             while let Ok(polled) = received.recv().await {
-                offer(&state, &domain, &name, &polled.body, &label).await;
+                // The response headers, for `read_header` (names lower-case, values UTF-8).
+                let headers: Vec<(String, Vec<u8>)> = polled
+                    .headers
+                    .into_iter()
+                    .map(|(name, value)| (name, value.into_bytes()))
+                    .collect();
+                offer(&state, &domain, &name, &polled.body, &headers, &label).await;
                 if stopped.load(std::sync::atomic::Ordering::Acquire) {
                     break;
                 }
@@ -93,12 +99,14 @@ async fn offer(
     domain: &str,
     name: &str,
     body: &[u8],
+    headers: &[(String, Vec<u8>)],
     label: &str,
 ) {
     let offered = super::offer::offer(
         state,
         |shard| shard.poll_target(domain, name),
         body,
+        headers,
         WhenWorkersFull::Wait,
         None,
     )

@@ -298,9 +298,14 @@ fn prepare(function: Function, args: &[TypedExpr]) -> Result<Prepared, VmError> 
         message: format!("{what} of {} must be a STRING literal", function.name()),
     };
     Ok(match function {
-        F::ReadHeader | F::ReadHeaders | F::WriteHeader => {
+        // Header reads are evaluated against the envelope the runtime passes (or fail per row
+        // without one); header writes belong to HTTP REQUEST emitters, not the VM.
+        F::WriteHeader => {
             return Err(VmError::Unsupported {
-                what: format!("{} needs a header context", function.name()),
+                what: format!(
+                    "{} is an emitter clause, not an expression",
+                    function.name()
+                ),
             })
         }
         F::RegexpLike | F::RegexpSubstr => {
@@ -363,4 +368,45 @@ fn prepare(function: Function, args: &[TypedExpr]) -> Result<Prepared, VmError> 
         },
         _ => Prepared::None,
     })
+}
+
+impl Node {
+    /// Whether `node` or any node below it satisfies `found` (a walk of the compiled tree, as
+    /// deep as the typed tree, which `MAX_EXPRESSION_DEPTH` bounds).
+    pub(crate) fn any(&self, found: &dyn Fn(&Node) -> bool) -> bool {
+        if found(self) {
+            return true;
+        }
+        let one = |n: &Node| n.any(found);
+        match &self.kind {
+            NodeKind::Literal(_) | NodeKind::Field { .. } => false,
+            NodeKind::Neg(e) | NodeKind::Not(e) => one(e),
+            NodeKind::Cast { expr, .. } | NodeKind::IsNull { expr, .. } => one(expr),
+            NodeKind::Arith(_, l, r)
+            | NodeKind::Concat(l, r)
+            | NodeKind::Cmp(_, l, r)
+            | NodeKind::And(l, r)
+            | NodeKind::Or(l, r) => one(l) || one(r),
+            NodeKind::InList { expr, list, .. } => one(expr) || list.iter().any(one),
+            NodeKind::Between {
+                expr, low, high, ..
+            } => one(expr) || one(low) || one(high),
+            NodeKind::If {
+                condition,
+                then,
+                otherwise,
+            } => one(condition) || one(then) || one(otherwise),
+            NodeKind::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                operand.as_deref().is_some_and(one)
+                    || branches.iter().any(|(w, t)| one(w) || one(t))
+                    || otherwise.as_deref().is_some_and(one)
+            }
+            NodeKind::Call { args, .. } => args.iter().any(one),
+            NodeKind::JsonValue { doc, .. } => one(doc),
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //! This module owns the public surface the runtime codes against — [`Program`],
 //! [`EvalContext`], [`Evaluated`], [`RowErrors`], [`eval_predicate`], [`arrow_type`] and
 //! [`VmError`] — and nothing else; the node tree lives in `compile`, the evaluator in `eval`,
-//! casts in `cast`, `JSON_VALUE` in `json`, and the function kernels in `kernels::*`.
+//! casts in `cast`, `JSON_VALUE` in `json`, the function kernels in `kernels::*`, and the
+//! source envelope that `read_header` / `read_headers` read ([`EnvelopeView`], `envelope`).
 //!
 //! # Why it is correct
 //!
@@ -28,6 +29,7 @@
 mod arrow_types;
 mod cast;
 mod compile;
+mod envelope;
 mod eval;
 mod json;
 mod kernels;
@@ -40,6 +42,7 @@ use arrow_buffer::BooleanBufferBuilder;
 use crate::types::TypedExpr;
 
 pub use arrow_types::arrow_type;
+pub use envelope::{EnvelopeView, HeaderTable, NameRule};
 
 /// Where a field read finds its column at evaluation time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +57,7 @@ pub enum VmError {
     /// A field path the resolver does not know.
     #[error("unknown field `{path}`")]
     UnknownField { path: String },
-    /// Something the VM does not evaluate here (window aggregates, header functions).
+    /// Something the VM does not evaluate here (window aggregates, `write_header`).
     #[error("unsupported: {what}")]
     Unsupported { what: String },
     /// A regex pattern that does not compile.
@@ -100,6 +103,27 @@ impl Program {
         &self.data_type
     }
 
+    /// Whether the program calls `read_header` or `read_headers` (it needs an envelope).
+    pub fn reads_headers(&self) -> bool {
+        self.root.any(&|node| {
+            matches!(
+                node.kind,
+                compile::NodeKind::Call {
+                    function: crate::types::Function::ReadHeader
+                        | crate::types::Function::ReadHeaders,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Whether the program reads a column of source `source`.
+    pub fn reads_source(&self, source: usize) -> bool {
+        self.root.any(
+            &|node| matches!(node.kind, compile::NodeKind::Field { slot, .. } if slot.source == source),
+        )
+    }
+
     /// Evaluates on a whole batch. `sources[slot.source][slot.column]` is the column; every
     /// column has `ctx.num_rows` rows.
     pub fn eval(&self, ctx: &EvalContext<'_>) -> Evaluated {
@@ -113,6 +137,9 @@ pub struct EvalContext<'a> {
     pub num_rows: usize,
     /// The execution snapshot: `now()` for every row of this execution (ns since epoch, UTC).
     pub now_ns: i64,
+    /// The source envelope of these rows (`read_header` / `read_headers`), with exactly
+    /// `num_rows` rows; None where the source captured none (header reads then fail per row).
+    pub envelope: Option<&'a EnvelopeView>,
 }
 
 /// The result of one evaluation.

@@ -50,6 +50,7 @@ fn eval_on(p: &Program, columns: &[ArrayRef]) -> Evaluated {
         sources: &sources,
         num_rows: n,
         now_ns: 0,
+        envelope: None,
     })
 }
 
@@ -146,6 +147,7 @@ fn wrong_or_missing_columns_fail_rows_without_panicking() {
         sources: &sources,
         num_rows: 3,
         now_ns: 0,
+        envelope: None,
     });
     assert_eq!(out.values.len(), 3);
     assert_eq!(out.errors.len(), 3);
@@ -165,6 +167,7 @@ fn predicate_masks_nulls_and_errors() {
             sources: &sources,
             num_rows: 4,
             now_ns: 0,
+            envelope: None,
         },
     );
     assert_eq!(mask, BooleanArray::from(vec![true, false, false, false]));
@@ -242,4 +245,169 @@ fn deepest_checked_trees_compile_and_evaluate() {
         }
     }
     let _ = program(&nested);
+}
+
+/// A program where `read_header` / `read_headers` are allowed.
+fn header_program(text: &str) -> Program {
+    let scope = Fields(vec![
+        ("a", FieldType::optional(DataType::I64)),
+        ("s", FieldType::optional(DataType::String)),
+    ]);
+    let expr = parse_expression(text).expect("parse");
+    let context = ExprContext {
+        headers: Ok(()),
+        ..ExprContext::default()
+    };
+    let typed = check(&expr, &scope, &context).expect("check");
+    Program::compile(&typed, &|path: &[String]| match path.join(".").as_str() {
+        "s" => Some(ColumnSlot {
+            source: 0,
+            column: 1,
+        }),
+        _ => None,
+    })
+    .expect("compile")
+}
+
+/// Two payloads: 0 has `X-Tenant: a`, `x-tag: 1`, `X-TAG: 2`; 1 has `x-tenant: b`.
+fn header_table(rule: NameRule) -> Arc<HeaderTable> {
+    let mut table = HeaderTable::new(rule);
+    table.push("X-Tenant", "a");
+    table.push("x-tag", "1");
+    table.push("X-TAG", "2");
+    table.close_payload();
+    table.push("discarded", "x");
+    table.discard_open();
+    table.push("x-tenant", "b");
+    table.close_payload();
+    Arc::new(table)
+}
+
+fn eval_with_envelope(
+    p: &Program,
+    names: &[Option<&str>],
+    payloads: &[u32],
+    rule: NameRule,
+) -> Evaluated {
+    let columns: [ArrayRef; 2] = [
+        Arc::new(Int64Array::from(vec![0; names.len()])),
+        Arc::new(StringArray::from(names.to_vec())),
+    ];
+    let view = EnvelopeView::new(
+        header_table(rule),
+        arrow_array::UInt32Array::from(payloads.to_vec()),
+        Vec::new(),
+    );
+    let sources: [&[ArrayRef]; 1] = [&columns];
+    p.eval(&EvalContext {
+        sources: &sources,
+        num_rows: names.len(),
+        now_ns: 0,
+        envelope: Some(&view),
+    })
+}
+
+#[test]
+fn read_header_reads_each_rows_payload() {
+    let p = header_program("read_header('x-tenant')");
+    assert!(p.reads_headers());
+    let rows = [Some(""), Some(""), Some(""), Some("")];
+    let out = eval_with_envelope(&p, &rows, &[0, 0, 1, 7], NameRule::AsciiCaseInsensitive);
+    assert!(out.errors.is_empty());
+    let values = out
+        .values
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("STRING");
+    let got: Vec<Option<&str>> = values.iter().collect();
+    // Payload 7 does not exist: no headers, so NULL.
+    assert_eq!(got, vec![Some("a"), Some("a"), Some("b"), None]);
+    // Exact names: `x-tenant` is not `X-Tenant`.
+    let out = eval_with_envelope(&p, &rows, &[0, 1, 0, 1], NameRule::Exact);
+    let values = out
+        .values
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("STRING");
+    let got: Vec<Option<&str>> = values.iter().collect();
+    assert_eq!(got, vec![None, Some("b"), None, Some("b")]);
+}
+
+#[test]
+fn read_header_takes_a_per_row_name() {
+    let p = header_program("read_header(lower(s))");
+    let names = [Some("X-TENANT"), Some("x-tag"), None, Some("x-tag")];
+    let out = eval_with_envelope(&p, &names, &[0, 0, 0, 1], NameRule::AsciiCaseInsensitive);
+    assert!(out.errors.is_empty());
+    let values = out
+        .values
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("STRING");
+    let got: Vec<Option<&str>> = values.iter().collect();
+    assert_eq!(got, vec![Some("a"), Some("1"), None, None]);
+}
+
+#[test]
+fn read_headers_lists_every_value_in_order() {
+    let p = header_program("read_headers('X-Tag')");
+    let rows = [Some(""), Some(""), Some("")];
+    let out = eval_with_envelope(&p, &rows, &[0, 0, 1], NameRule::AsciiCaseInsensitive);
+    assert!(out.errors.is_empty());
+    assert_eq!(
+        out.values.data_type(),
+        &arrow_type(&DataType::List(Box::new(DataType::String)))
+    );
+    let lists = out
+        .values
+        .as_any()
+        .downcast_ref::<arrow_array::ListArray>()
+        .expect("LIST");
+    let row = |i: usize| -> Vec<String> {
+        let values = lists.value(i);
+        let values = values
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("STRING");
+        values.iter().map(|v| v.unwrap_or("").to_string()).collect()
+    };
+    assert_eq!(row(0), ["1", "2"]);
+    assert_eq!(row(1), ["1", "2"]);
+    // Absent: an empty list, never NULL.
+    assert!(row(2).is_empty());
+    assert_eq!(lists.null_count(), 0);
+    // A per-row name, NULL name → empty list.
+    let p = header_program("read_headers(s)");
+    let names = [Some("x-tag"), None, Some("x-tenant")];
+    let out = eval_with_envelope(&p, &names, &[0, 0, 1], NameRule::AsciiCaseInsensitive);
+    let lists = out
+        .values
+        .as_any()
+        .downcast_ref::<arrow_array::ListArray>()
+        .expect("LIST");
+    assert_eq!(lists.value(0).len(), 2);
+    assert_eq!(lists.value(1).len(), 0);
+    assert_eq!(lists.value(2).len(), 1);
+}
+
+#[test]
+fn header_reads_without_an_envelope_fail_every_row() {
+    let p = header_program("read_header('x-tenant')");
+    let columns: [ArrayRef; 2] = [
+        Arc::new(Int64Array::from(vec![0, 0])),
+        Arc::new(StringArray::from(vec!["", ""])),
+    ];
+    let out = eval_on(&p, &columns);
+    assert_eq!(out.values.null_count(), 2);
+    let messages: Vec<(u32, &str)> = out.errors.iter().collect();
+    assert_eq!(messages.len(), 2);
+    assert!(
+        messages[0].1.contains("needs a header context"),
+        "{messages:?}"
+    );
+    // An envelope of another length is refused, not misread.
+    let p = header_program("read_headers('x-tenant')");
+    let out = eval_with_envelope(&p, &[Some(""), Some("")], &[0], NameRule::Exact);
+    assert_eq!(out.errors.len(), 2);
+    assert!(!program("a + 1").reads_headers());
 }

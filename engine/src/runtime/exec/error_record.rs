@@ -5,6 +5,10 @@
 //! `error.reference, code, operation, message`, with the error SETs applied in order. Records
 //! keep the failing branch: the incoming branch when the node runs inside one, the route's
 //! constructed branch read from the record's fields of the same names otherwise.
+//!
+//! An ingestor's captured source envelope stays readable here (spec "Header Context"): the
+//! error SETs see the failed rows' own payload headers and `metadata.` values, taken from the
+//! route's envelope view with the same row indices as `input.*`.
 
 use std::sync::Arc;
 
@@ -16,7 +20,7 @@ use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
 
 use super::route::Failures;
 use crate::runtime::plan::{BranchOut, DomainPlan, ErrorSetPlan, RoutePlan};
-use crate::vm::EvalContext;
+use crate::vm::{EnvelopeView, EvalContext};
 
 /// The error code every expression failure carries in `error.code`.
 pub const EXPRESSION_ERROR_CODE: &str = "message_error";
@@ -40,6 +44,8 @@ pub struct Failed<'a> {
     pub incoming: &'a BranchKey,
     /// `relay_state.*` columns (constant per frame), at least as many rows as `rows`.
     pub state: &'a [ArrayRef],
+    /// The source envelope of `input`'s rows (ingestors that read it), else None.
+    pub envelope: Option<&'a EnvelopeView>,
     pub now_ns: i64,
 }
 
@@ -55,6 +61,7 @@ pub fn build(
         rows: failed,
         incoming,
         state,
+        envelope,
         now_ns,
     } = *failed_rows;
     let indices = UInt32Array::from_iter_values(failed.iter().map(|(row, _)| *row));
@@ -73,6 +80,8 @@ pub fn build(
             .collect()
     };
     let input_rows = gather(input);
+    let envelope = envelope.map(|view| view.take(&indices));
+    let metadata = envelope.as_ref().map_or(&[][..], EnvelopeView::metadata);
     let partial_rows = gather(partial);
     let error_columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![route.label.as_str(); n])),
@@ -96,17 +105,19 @@ pub fn build(
     for (out, program) in &error.sets {
         let evaluated = {
             let state_rows: Vec<ArrayRef> = state.iter().map(|c| c.slice(0, n)).collect();
-            let sources: [&[ArrayRef]; 5] = [
+            let sources: [&[ArrayRef]; 6] = [
                 &input_rows,
                 &partial_rows,
                 &error_columns,
                 &record,
                 &state_rows,
+                metadata,
             ];
             program.eval(&EvalContext {
                 sources: &sources,
                 num_rows: n,
                 now_ns,
+                envelope: envelope.as_ref(),
             })
         };
         failures.add(&evaluated.errors, "error record SET");

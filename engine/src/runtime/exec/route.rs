@@ -24,7 +24,7 @@ use arrow_select::take::take;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
 
 use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
-use crate::vm::{eval_predicate, EvalContext, Program, RowErrors};
+use crate::vm::{eval_predicate, EnvelopeView, EvalContext, Program, RowErrors};
 
 /// One concrete branch's share of a route's output.
 pub struct RouteGroup {
@@ -102,10 +102,12 @@ pub(crate) fn construct(
     route: &RoutePlan,
     input: &[ArrayRef],
     state: &[ArrayRef],
+    envelope: Option<&EnvelopeView>,
     num_rows: usize,
     now_ns: i64,
     failures: &mut Failures,
 ) -> Vec<ArrayRef> {
+    let metadata = envelope.map_or(&[][..], EnvelopeView::metadata);
     let placeholder: ArrayRef = Arc::new(NullArray::new(num_rows));
     let mut output: Vec<ArrayRef> = vec![placeholder; route.schema.fields().len()];
     for (out, inp) in &route.inherit {
@@ -113,11 +115,12 @@ pub(crate) fn construct(
     }
     for (out, program) in &route.sets {
         let evaluated = {
-            let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
+            let sources: [&[ArrayRef]; 6] = [input, &output, &[], &[], state, metadata];
             program.eval(&EvalContext {
                 sources: &sources,
                 num_rows,
                 now_ns,
+                envelope,
             })
         };
         if !evaluated.errors.is_empty() {
@@ -149,13 +152,15 @@ pub(crate) fn construct(
     output
 }
 
-/// Runs one route over an input batch (already past the node's filters).
+/// Runs one route over an input batch (already past the node's filters). `envelope` is the
+/// source envelope of exactly these rows (ingestors whose programs read it), else None.
 #[allow(clippy::too_many_arguments)]
 pub fn run_route(
     plan: &DomainPlan,
     route: &RoutePlan,
     input: &[ArrayRef],
     state: &[ArrayRef],
+    envelope: Option<&EnvelopeView>,
     num_rows: usize,
     incoming: &BranchKey,
     now_ns: i64,
@@ -163,16 +168,26 @@ pub fn run_route(
     track_rows: bool,
 ) -> RouteOutput {
     let mut failures = Failures::new();
-    let output = construct(route, input, state, num_rows, now_ns, &mut failures);
+    let output = construct(
+        route,
+        input,
+        state,
+        envelope,
+        num_rows,
+        now_ns,
+        &mut failures,
+    );
+    let metadata = envelope.map_or(&[][..], EnvelopeView::metadata);
     let mut keep = None;
     if let Some(program) = &route.filter {
-        let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
+        let sources: [&[ArrayRef]; 6] = [input, &output, &[], &[], state, metadata];
         let (mask, errors) = eval_predicate(
             program,
             &EvalContext {
                 sources: &sources,
                 num_rows,
                 now_ns,
+                envelope,
             },
         );
         failures.add(&errors, "WHERE");
@@ -186,11 +201,12 @@ pub fn run_route(
             for (field, program) in declaration.key_fields.iter().zip(keys) {
                 match program {
                     Some(program) => {
-                        let sources: [&[ArrayRef]; 5] = [input, &output, &[], &[], state];
+                        let sources: [&[ArrayRef]; 6] = [input, &output, &[], &[], state, metadata];
                         let evaluated = program.eval(&EvalContext {
                             sources: &sources,
                             num_rows,
                             now_ns,
+                            envelope,
                         });
                         failures.add(
                             &evaluated.errors,
@@ -389,20 +405,24 @@ fn group_by_key(
     Ok(groups)
 }
 
-/// Evaluates a node-level predicate over the input row; failing rows are reported.
+/// Evaluates a node-level predicate over the input row (and, for an ingestor, the source
+/// envelope of these rows); failing rows are reported.
 pub fn node_filter(
     program: &Program,
     input: &[ArrayRef],
+    envelope: Option<&EnvelopeView>,
     num_rows: usize,
     now_ns: i64,
 ) -> (BooleanArray, RowErrors) {
-    let sources: [&[ArrayRef]; 1] = [input];
+    let metadata = envelope.map_or(&[][..], EnvelopeView::metadata);
+    let sources: [&[ArrayRef]; 6] = [input, &[], &[], &[], &[], metadata];
     eval_predicate(
         program,
         &EvalContext {
             sources: &sources,
             num_rows,
             now_ns,
+            envelope,
         },
     )
 }

@@ -11,15 +11,15 @@
 use std::sync::Arc;
 
 use nervix_connectors::http::HttpClientConfig;
-use nervix_nspl::ast::catalog::{CodecSource, CreateClient, WireFormat};
-use nervix_nspl::ast::emitter::{CreateEmitter, Encoding};
+use nervix_nspl::ast::catalog::{CodecSource, WireFormat};
+use nervix_nspl::ast::emitter::CreateEmitter;
 use nervix_nspl::ast::{CatalogStmt, Expr};
 use nervix_nspl::{ObjectKind, Statement};
 
 use super::{Builder, PlanError, TypedIndex};
 use crate::codec::JsonCodecPlan;
 use crate::validate::route::Field;
-use crate::vm::{ColumnSlot, Program};
+use crate::vm::Program;
 
 /// What an HTTP REQUEST emitter sends for each row.
 pub struct HttpSinkPlan {
@@ -28,7 +28,7 @@ pub struct HttpSinkPlan {
     pub path: Program,
     /// `INVOKE write_header(name, value)`, in written order.
     pub headers: Vec<(Program, Program)>,
-    pub body: HttpBody,
+    pub body: RowBody,
 }
 
 impl std::fmt::Debug for HttpSinkPlan {
@@ -51,7 +51,7 @@ pub struct PollPlan {
 }
 
 /// How a row becomes a request body.
-pub enum HttpBody {
+pub enum RowBody {
     /// `ENCODE USING <WIRE JSON codec>`: the row in wire terms.
     Codec(Arc<JsonCodecPlan>),
     /// No ENCODE clause: the row as a JSON object of the sink's fields.
@@ -67,28 +67,7 @@ impl<'d> Builder<'d> {
         name: &str,
         owner: &str,
     ) -> Result<HttpClientConfig, PlanError> {
-        let Some(Statement::Catalog(CatalogStmt::CreateClient(CreateClient {
-            config,
-            mounts,
-            ..
-        }))) = self.entity(ObjectKind::Client, name).map(|e| &e.definition)
-        else {
-            return Err(PlanError::Missing {
-                entity: owner.to_string(),
-                what: format!("client '{name}'"),
-            });
-        };
-        // `{{ resource }}` placeholders become the mounted version's directory on this node.
-        let entries = crate::control::mounts::resolve_config(
-            config,
-            mounts,
-            self.resources,
-            &self.data_dir.join("resources"),
-        )
-        .map_err(|error| PlanError::Compile {
-            entity: owner.to_string(),
-            message: format!("client '{name}': {error}"),
-        })?;
+        let entries = self.client_entries(name, owner)?;
         HttpClientConfig::from_entries(&entries).map_err(|error| PlanError::Compile {
             entity: owner.to_string(),
             message: format!("client '{name}': {error}"),
@@ -105,76 +84,13 @@ impl<'d> Builder<'d> {
         sink: &[Field],
         owner: &str,
     ) -> Result<HttpSinkPlan, PlanError> {
-        // The queue holds the finalized record; `input.x` is the same value only when the
-        // record is the input row unchanged (no SET, INHERIT ALL or no construction).
-        let unchanged = create.construction.set.is_empty()
-            && create.construction.inherit.as_ref().is_none_or(|inherit| {
-                matches!(&inherit.fields, nervix_nspl::ast::InheritFields::All { except } if except.is_empty())
-            });
-        let resolve = |path: &[String]| -> Option<ColumnSlot> {
-            let name = match path {
-                [name] => name,
-                [scope, name] if scope == "output" || scope == "message" => name,
-                [scope, name] if scope == "input" && unchanged => name,
-                _ => return None,
-            };
-            sink.iter()
-                .position(|f| &f.name == name)
-                .map(|column| ColumnSlot {
-                    source: super::route::SOURCE_OUTPUT,
-                    column,
-                })
-        };
-        let refused = |what: &str| {
-            let what = what.to_string();
-            move |error: PlanError| match error {
-                PlanError::Compile { entity, message } => PlanError::Unsupported {
-                    entity,
-                    what: format!(
-                        "{what} reading something other than the finalized record ({message})"
-                    ),
-                },
-                other => other,
-            }
-        };
-        let compile =
-            |expr: &Expr, what: &str| typed.compile(expr, &resolve).map_err(refused(what));
-        let mut headers = Vec::with_capacity(create.construction.headers.len());
-        for write in &create.construction.headers {
-            // Validation types each write as one `write_header(name, value)` call.
-            let call = typed.get_span(write.name.span.to(write.value.span))?;
-            let crate::types::TypedKind::Call { args, .. } = &call.kind else {
-                return Err(PlanError::Missing {
-                    entity: owner.to_string(),
-                    what: "the typed write_header call".to_string(),
-                });
-            };
-            let [name, value] = args.as_slice() else {
-                return Err(PlanError::Missing {
-                    entity: owner.to_string(),
-                    what: "write_header's two arguments".to_string(),
-                });
-            };
-            headers.push((
-                typed
-                    .compile_typed(name, &resolve)
-                    .map_err(refused("a write_header name"))?,
-                typed
-                    .compile_typed(value, &resolve)
-                    .map_err(refused("a write_header value"))?,
-            ));
-        }
-        let body = match &create.sink.encoding {
-            None => HttpBody::Json,
-            Some(Encoding::WithoutBody) => HttpBody::None,
-            Some(Encoding::Codec(codec)) => {
-                HttpBody::Codec(Arc::new(self.json_codec(&codec.name, sink, owner)?))
-            }
-        };
+        let exprs = super::sink_expr::SinkExprs::new(typed, create, sink, owner);
+        let headers = exprs.headers()?;
+        let body = self.row_body(create, sink, owner)?;
         Ok(HttpSinkPlan {
             client: self.http_client(client, owner)?,
-            method: compile(method, "METHOD")?,
-            path: compile(path, "PATH")?,
+            method: exprs.compile(method, "METHOD")?,
+            path: exprs.compile(path, "PATH")?,
             headers,
             body,
         })

@@ -15,7 +15,9 @@ mod connection;
 mod endpoint;
 mod http;
 mod intake_codec;
+mod kafka;
 mod route;
+mod sink_expr;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -41,8 +43,9 @@ use nervix_shards::flush::FlushPolicy;
 
 pub use connection::ConnectionPlan;
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
-pub use http::{HttpBody, HttpSinkPlan, PollPlan};
+pub use http::{HttpSinkPlan, PollPlan, RowBody};
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
+pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
 
 /// Index of a relay in [`DomainPlan::relays`].
@@ -169,6 +172,8 @@ pub enum SourcePlan {
     HttpPoll(Arc<PollPlan>),
     /// WEBSOCKETS CONNECTION: frames after the signaling handshake decoded by a codec.
     WebsocketsConnection(Arc<ConnectionPlan>),
+    /// KAFKA TOPIC: records decoded by a codec, consumed on the shard (see `runtime::kafka`).
+    Kafka(Arc<KafkaSourcePlan>),
 }
 
 /// An ingestor the data plane runs.
@@ -185,6 +190,9 @@ pub struct IngestorPlan {
     /// The identity of the endpoint contract producers see (changes when it changes).
     pub contract_id: u64,
     pub source: SourcePlan,
+    /// Whether its programs read the source envelope (`read_header`, `read_headers`,
+    /// `metadata.`): only then do its intakes capture one (`runtime::envelope`).
+    pub uses_envelope: bool,
 }
 
 /// One `FROM <relay> [WHERE …]` of a processor or emitter.
@@ -216,6 +224,8 @@ pub enum SinkPlan {
     FileAppend { path: PathBuf, format: FileFormat },
     /// One HTTP request per row through a `TYPE HTTP` client.
     HttpRequest(Arc<HttpSinkPlan>),
+    /// One Kafka record per row, produced on the shard.
+    Kafka(Arc<KafkaSinkPlan>),
 }
 
 /// An emitter: its inputs, its one construction route (target = the sink schema) and sink.
@@ -556,6 +566,28 @@ impl<'d> Builder<'d> {
                     SourcePlan::WebsocketsConnection(Arc::new(connection)),
                 )
             }
+            SourceBody::KafkaTopic {
+                client,
+                topic,
+                offset,
+                instances,
+                mode,
+                quiesce,
+            } => {
+                let fields = self.codec_fields(create.decode.as_ref(), &owner)?;
+                let body = kafka::KafkaSourceBody {
+                    client,
+                    topic,
+                    offset,
+                    instances: *instances,
+                    mode,
+                    quiesce,
+                    ingestor: &create.name.name,
+                };
+                let (window, kafka) =
+                    self.kafka_source(body, create.decode.as_ref(), &fields, &owner)?;
+                (fields, window, SourcePlan::Kafka(Arc::new(kafka)))
+            }
             other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
@@ -580,6 +612,7 @@ impl<'d> Builder<'d> {
             )?);
         }
         let contract_id = contract_identity(&entity.definition);
+        let uses_envelope = route::reads_envelope(filter.as_ref(), &routes);
         self.plan.ingestors.push(IngestorPlan {
             name: create.name.name.clone(),
             schema: arrow_schema(&fields),
@@ -591,6 +624,7 @@ impl<'d> Builder<'d> {
             general_error: create.on_general_error,
             contract_id,
             source,
+            uses_envelope,
         });
         Ok(())
     }
@@ -665,6 +699,7 @@ impl<'d> Builder<'d> {
                             sources: &[],
                             num_rows: 1,
                             now_ns: 0,
+                            envelope: None,
                         });
                         if let Some((_, message)) = evaluated.errors.iter().next() {
                             return Err(PlanError::Compile {
@@ -800,7 +835,7 @@ impl<'d> Builder<'d> {
                 )
             }
             // The request programs compile below, once the typed trees are indexed.
-            SinkBody::HttpRequest { .. } => (
+            SinkBody::HttpRequest { .. } | SinkBody::KafkaTopic { .. } => (
                 SinkPlan::ClientConsumer,
                 self.emitter_input_fields(create, &owner)?,
             ),
@@ -811,15 +846,18 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        let http_request = matches!(create.sink.body, SinkBody::HttpRequest { .. });
-        if !create.construction.headers.is_empty() && !http_request {
+        let writes_rows = matches!(
+            create.sink.body,
+            SinkBody::HttpRequest { .. } | SinkBody::KafkaTopic { .. }
+        );
+        if !create.construction.headers.is_empty() && !writes_rows {
             return Err(PlanError::Unsupported {
                 entity: owner,
                 what: "INVOKE write_header".to_string(),
             });
         }
         if let Some(nervix_nspl::ast::emitter::Encoding::Codec(codec)) = &create.sink.encoding {
-            if !http_request {
+            if !writes_rows {
                 return Err(PlanError::Unsupported {
                     entity: owner,
                     what: format!(
@@ -851,6 +889,24 @@ impl<'d> Builder<'d> {
                     create,
                     &client.name,
                     (method, path),
+                    &sink_fields,
+                    &owner,
+                )?))
+            }
+            SinkBody::KafkaTopic { client, topic, key } => {
+                if matches!(
+                    create.on_message_error,
+                    nervix_nspl::ast::MessageErrorPolicy::SendTo { .. }
+                ) {
+                    return Err(PlanError::Unsupported {
+                        entity: owner,
+                        what: "ON MESSAGE ERROR SEND TO on a KAFKA TOPIC sink".to_string(),
+                    });
+                }
+                SinkPlan::Kafka(Arc::new(self.kafka_sink(
+                    &typed,
+                    create,
+                    (client, topic, key.as_ref()),
                     &sink_fields,
                     &owner,
                 )?))

@@ -15,6 +15,10 @@
 //! | 2 | — | `error.reference, code, operation, message` |
 //! | 3 | — | the error record being built |
 //! | 4 | `relay_state.*` of every materialized dependency | same |
+//! | 5 | `metadata.*` of the source envelope (`runtime::envelope::METADATA_FIELDS`) | same |
+//!
+//! FILTER WHERE reads sources 0 (the input row) and 5. `read_header` / `read_headers` read the
+//! envelope itself, which evaluation passes beside the sources.
 
 use std::collections::HashSet;
 
@@ -35,6 +39,38 @@ pub const SOURCE_ERROR: usize = 2;
 pub const SOURCE_RECORD: usize = 3;
 /// `relay_state.<relay>.<field>`: every dependency's columns, one after another.
 pub const SOURCE_STATE: usize = 4;
+/// `metadata.<field>`: the source envelope's metadata columns.
+pub const SOURCE_METADATA: usize = 5;
+
+/// `metadata.<field>` → its column of the envelope view (validation admits only the fields
+/// the ingestor's source provides).
+fn metadata_slot(path: &[String]) -> Option<ColumnSlot> {
+    match path {
+        [scope, name] if scope == "metadata" => crate::runtime::envelope::METADATA_FIELDS
+            .iter()
+            .position(|f| f == name)
+            .map(|column| ColumnSlot {
+                source: SOURCE_METADATA,
+                column,
+            }),
+        _ => None,
+    }
+}
+
+/// Whether an ingestor's programs read its source envelope (headers or `metadata.`): only
+/// then does its intake capture one.
+pub(crate) fn reads_envelope(filter: Option<&Program>, routes: &[RoutePlan]) -> bool {
+    let reads = |p: &Program| p.reads_headers() || p.reads_source(SOURCE_METADATA);
+    filter.is_some_and(reads)
+        || routes.iter().any(|route| {
+            route.sets.iter().any(|(_, p)| reads(p))
+                || route.filter.as_ref().is_some_and(reads)
+                || matches!(&route.branch, BranchOut::Construct { keys, .. }
+                    if keys.iter().flatten().any(reads))
+                || matches!(&route.on_error, ErrorPlan::SendTo(error)
+                    if error.sets.iter().any(|(_, p)| reads(p)))
+        })
+}
 
 /// The materialized dependencies a node's expressions may read, in declaration order, with
 /// their relay's fields; dependency `i`'s columns start at the sum of the widths before it.
@@ -110,6 +146,9 @@ fn position(fields: &[Field], name: &str) -> Option<usize> {
 /// Node filters: every scope reads the input row.
 pub(crate) fn input_resolver(fields: &[Field]) -> impl Fn(&[String]) -> Option<ColumnSlot> + '_ {
     move |path: &[String]| {
+        if let Some(slot) = metadata_slot(path) {
+            return Some(slot);
+        }
         let name = match path {
             [name] => name,
             [scope, name] if scope == "input" || scope == "message" => name,
@@ -136,6 +175,9 @@ fn construction_resolver<'a>(
             if scope == "relay_state" {
                 return state.slot(relay, field);
             }
+        }
+        if let Some(slot) = metadata_slot(path) {
+            return Some(slot);
         }
         let from_output = |name: &str| {
             position(output, name).map(|column| ColumnSlot {
@@ -174,6 +216,7 @@ fn error_resolver<'a>(
 ) -> impl Fn(&[String]) -> Option<ColumnSlot> + 'a {
     move |path: &[String]| match path {
         [scope, relay, field] if scope == "relay_state" => state.slot(relay, field),
+        [scope, _] if scope == "metadata" => metadata_slot(path),
         [scope, name] if scope == "input" => position(input, name).map(|column| ColumnSlot {
             source: SOURCE_INPUT,
             column,

@@ -30,6 +30,7 @@ impl ShardState {
     pub fn begin_hold(&mut self, domain: &str) {
         // Rows endpoints already accepted drain with the rest; SUSPEND pollers stop polling.
         self.close_all_groups(domain);
+        self.close_kafka_groups(domain);
         self.suspend_polls(domain, true);
         let Some(run) = self.runs.get_mut(domain) else {
             return;
@@ -65,6 +66,7 @@ impl ShardState {
         };
         run.graph.held_frames() == 0
             && run.graph.buffered_route_branches() == 0
+            && self.kafka_domain_settled(domain)
             && !self
                 .admitted
                 .values()

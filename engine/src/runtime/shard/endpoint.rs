@@ -13,10 +13,17 @@
 //! atomically). A relay that cannot take more (backpressure) makes the offer [`Offer::Busy`]:
 //! the connection waits and offers again, so a full graph slows senders instead of losing rows.
 //! Bodies retained during a quiesce drain in arrival order before any new live payload.
+//!
+//! An ingestor whose programs read its source envelope (`IngestorPlan::uses_envelope`) gets its
+//! payloads' transport headers captured beside the decoded rows (`runtime::envelope`): a payload
+//! whose decode fails leaves none behind, a JAQ unfolding's records share their payload's
+//! headers, and a body retained by BUFFER keeps its headers until it is decoded. Other
+//! ingestors capture nothing.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::runtime::envelope::EnvelopeBuilder;
 use crate::runtime::plan::{ConnectionPlan, EndpointPlan, IntakeQuiesce, PollPlan, SourcePlan};
 
 use super::graph::Instant;
@@ -74,9 +81,19 @@ pub struct PayloadIntake {
     /// Physical instant of the last payload added to the open group (0: no open group).
     last_payload_ns: u64,
     /// Bodies retained by `BUFFER` during a quiesce, in arrival order, and their bytes.
-    retained: VecDeque<Vec<u8>>,
+    retained: VecDeque<Retained>,
     retained_bytes: u64,
+    /// The open group's source envelope, made on the first payload of an ingestor that reads
+    /// one.
+    envelope: Option<EnvelopeBuilder>,
     pub counters: IntakeCounters,
+}
+
+/// A body retained by `BUFFER`, with its transport headers (empty unless the ingestor reads
+/// them).
+pub struct Retained {
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, Vec<u8>)>,
 }
 
 /// What one endpoint ingestor counted on this shard.
@@ -102,6 +119,7 @@ impl PayloadIntake {
             last_payload_ns: 0,
             retained: VecDeque::new(),
             retained_bytes: 0,
+            envelope: None,
             counters: IntakeCounters::default(),
         }
     }
@@ -112,12 +130,12 @@ impl PayloadIntake {
     }
 
     /// Takes the retained bodies (they move to the replacement graph's intake).
-    pub fn take_retained(&mut self) -> (VecDeque<Vec<u8>>, u64) {
+    pub fn take_retained(&mut self) -> (VecDeque<Retained>, u64) {
         let bytes = std::mem::take(&mut self.retained_bytes);
         (std::mem::take(&mut self.retained), bytes)
     }
 
-    pub fn restore_retained(&mut self, retained: VecDeque<Vec<u8>>, bytes: u64) {
+    pub fn restore_retained(&mut self, retained: VecDeque<Retained>, bytes: u64) {
         self.retained = retained;
         self.retained_bytes = bytes;
     }
@@ -127,6 +145,7 @@ impl PayloadIntake {
     fn retain(
         &mut self,
         payload: &[u8],
+        headers: Vec<(String, Vec<u8>)>,
         max_bytes: u64,
         overflow: Option<nervix_nspl::ast::OverflowPolicy>,
     ) -> Offer {
@@ -151,12 +170,15 @@ impl PayloadIntake {
                         self.counters.payloads_dropped += 1;
                         return Offer::Accepted;
                     };
-                    self.retained_bytes -= oldest.len() as u64;
+                    self.retained_bytes -= oldest.body.len() as u64;
                     self.counters.payloads_dropped += 1;
                 }
             }
         }
-        self.retained.push_back(payload.to_vec());
+        self.retained.push_back(Retained {
+            body: payload.to_vec(),
+            headers,
+        });
         self.retained_bytes += size;
         self.counters.payloads_retained += 1;
         Offer::Accepted
@@ -300,8 +322,14 @@ impl ShardState {
         }
     }
 
-    /// Offers one payload to `target`.
-    pub fn offer_payload(&mut self, target: &EndpointTarget, payload: &[u8]) -> Offer {
+    /// Offers one payload to `target`, with its transport headers (lower-case names for HTTP;
+    /// empty for a source without headers).
+    pub fn offer_payload(
+        &mut self,
+        target: &EndpointTarget,
+        payload: &[u8],
+        headers: &[(String, Vec<u8>)],
+    ) -> Offer {
         let at = self.instant();
         let (domain, index) = (target.domain.as_str(), target.index);
         let Some(run) = self.runs.get(domain) else {
@@ -309,6 +337,12 @@ impl ShardState {
         };
         let open = run.admission.get(index).is_some_and(|a| a.open);
         let ready = run.graph.ingestor_ready(index);
+        let uses_envelope = run
+            .graph
+            .plan
+            .ingestors
+            .get(index)
+            .is_some_and(|i| i.uses_envelope);
         let Some(intake) = self.intake_of(target) else {
             return Offer::Gone;
         };
@@ -320,7 +354,14 @@ impl ShardState {
                 IntakeQuiesce::Buffer {
                     max_bytes,
                     overflow,
-                } => intake.retain(payload, max_bytes, overflow),
+                } => {
+                    let kept = if uses_envelope {
+                        headers.to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    intake.retain(payload, kept, max_bytes, overflow)
+                }
                 // A poll already taken waits for the hold to end (later polls are skipped).
                 IntakeQuiesce::Suspend => return Offer::Busy,
             };
@@ -336,7 +377,7 @@ impl ShardState {
             return Offer::Busy;
         }
         intake.counters.payloads_accepted += 1;
-        self.decode_into_group(domain, index, payload, at);
+        self.decode_into_group(domain, index, payload, headers, at);
         self.step();
         Offer::Accepted
     }
@@ -349,6 +390,7 @@ impl ShardState {
         target: &EndpointTarget,
         unfolded: &mut Option<Result<crate::codec::Unfolded, String>>,
         payload: &[u8],
+        headers: &[(String, Vec<u8>)],
     ) -> Offer {
         let at = self.instant();
         let Some(run) = self.runs.get(&target.domain) else {
@@ -357,7 +399,7 @@ impl ShardState {
         let open = run.admission.get(target.index).is_some_and(|a| a.open);
         let ready = run.graph.ingestor_ready(target.index);
         if !open {
-            return self.offer_payload(target, payload);
+            return self.offer_payload(target, payload, headers);
         }
         let Some(intake) = self.intake_of(target) else {
             return Offer::Gone;
@@ -370,9 +412,14 @@ impl ShardState {
         let result = unfolded
             .take()
             .unwrap_or_else(|| Err("the payload was unfolded once already".to_string()));
-        self.add_to_group(&target.domain, target.index, payload.len(), at, |decoder| {
-            decoder.append(result?)
-        });
+        self.add_to_group(
+            &target.domain,
+            target.index,
+            payload.len(),
+            headers,
+            at,
+            |decoder| decoder.append(result?),
+        );
         self.step();
         Offer::Accepted
     }
@@ -386,19 +433,28 @@ impl ShardState {
     }
 
     /// Decodes one payload into the open group and closes the group when it is full.
-    fn decode_into_group(&mut self, domain: &str, index: usize, payload: &[u8], at: Instant) {
-        self.add_to_group(domain, index, payload.len(), at, |decoder| {
+    fn decode_into_group(
+        &mut self,
+        domain: &str,
+        index: usize,
+        payload: &[u8],
+        headers: &[(String, Vec<u8>)],
+        at: Instant,
+    ) {
+        self.add_to_group(domain, index, payload.len(), headers, at, |decoder| {
             decoder.decode_payload(payload)
         });
     }
 
-    /// Adds what `decode` makes of one payload of `bytes` to the open group; a refused payload
-    /// is counted and reported under ON GENERAL ERROR LOG.
+    /// Adds what `decode` makes of one payload of `bytes` to the open group, with its headers
+    /// when the ingestor reads them; a refused payload is counted and reported under ON
+    /// GENERAL ERROR LOG, and leaves no headers behind.
     fn add_to_group(
         &mut self,
         domain: &str,
         index: usize,
         bytes: usize,
+        headers: &[(String, Vec<u8>)],
         at: Instant,
         decode: impl FnOnce(&mut crate::runtime::plan::IntakeDecoder) -> Result<u32, String>,
     ) {
@@ -408,12 +464,38 @@ impl ShardState {
         let Some(Some(intake)) = run.intakes.get_mut(index) else {
             return;
         };
+        let uses_envelope = run
+            .graph
+            .plan
+            .ingestors
+            .get(index)
+            .is_some_and(|i| i.uses_envelope);
+        let mut envelope = if uses_envelope {
+            let builder = intake.envelope.get_or_insert_with(EnvelopeBuilder::http);
+            builder.begin_payload();
+            for (name, value) in headers {
+                builder.push_header(name.as_bytes(), value);
+            }
+            Some(builder)
+        } else {
+            None
+        };
+        // The rows this payload added, counted on the decoder itself so the envelope's rows
+        // match the batch's exactly.
+        let before = intake.decoder.buffered_rows();
         match decode(&mut intake.decoder) {
             Ok(records) => {
                 intake.counters.records_decoded += u64::from(records);
                 intake.last_payload_ns = at.now.physical_ns.max(1);
+                if let Some(builder) = envelope.as_mut() {
+                    let rows = intake.decoder.buffered_rows().saturating_sub(before);
+                    builder.end_payload(u32::try_from(rows).unwrap_or(u32::MAX), None);
+                }
             }
             Err(error) => {
+                if let Some(builder) = envelope.as_mut() {
+                    builder.abandon_payload();
+                }
                 intake.counters.decode_failures += 1;
                 let ingestor = &run.graph.plan.ingestors[index];
                 if ingestor.general_error == nervix_nspl::ast::GeneralErrorPolicy::Log {
@@ -444,10 +526,12 @@ impl ShardState {
             return;
         }
         let batch = intake.decoder.finish();
+        let envelope = intake.envelope.as_mut().map(EnvelopeBuilder::finish);
         let rows = batch.num_rows() as u64;
         self.counters.rows_admitted += rows;
         self.counters.bytes_admitted += super::buffers::logical_bytes(&batch);
-        run.graph.ingest(index, &batch, None, at, super::cx!(self));
+        run.graph
+            .ingest(index, &batch, Vec::new(), envelope, at, super::cx!(self));
     }
 
     /// Closes every endpoint group of `domain` (a hold drains what was accepted).
@@ -499,11 +583,11 @@ impl ShardState {
                 let Some(Some(intake)) = run.intakes.get_mut(index) else {
                     break;
                 };
-                let Some(payload) = intake.retained.pop_front() else {
+                let Some(retained) = intake.retained.pop_front() else {
                     break;
                 };
-                intake.retained_bytes -= payload.len() as u64;
-                self.decode_into_group(&domain, index, &payload, at);
+                intake.retained_bytes -= retained.body.len() as u64;
+                self.decode_into_group(&domain, index, &retained.body, &retained.headers, at);
             }
         }
     }

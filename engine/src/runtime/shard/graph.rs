@@ -34,6 +34,7 @@ use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 use super::buffers::RouteBuffers;
 use super::collect::Collector;
 use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
+use crate::runtime::envelope::{metadata_topic, Envelope};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
@@ -360,26 +361,37 @@ impl Graph {
         }
     }
 
-    /// Admits one batch into ingestor `index`: under `root`, which holds one pending unit per
-    /// row, or with no acknowledgement (`None`, MODE NO ACK).
+    /// Admits one batch into ingestor `index`. `acks` are its payloads' roots in row order,
+    /// each holding one pending unit per row of its run (their rows sum to the batch's), or
+    /// empty when nothing is acknowledged (MODE NO ACK). `envelope` is the group's source
+    /// envelope (one row per batch row) when the ingestor's programs read it.
     pub fn ingest(
         &mut self,
         index: usize,
         batch: &RecordBatch,
-        root: Option<nervix_shards::ack::AckHandle>,
+        acks: Vec<AckRun>,
+        envelope: Option<Envelope>,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        debug_assert!(
+            envelope
+                .as_ref()
+                .is_none_or(|e| e.num_rows() == batch.num_rows()),
+            "an envelope must have a row per batch row"
+        );
+        // A misaligned envelope would pair rows with other payloads' headers: none instead
+        // (header reads then fail per row, saying there is no header context).
+        let envelope = envelope.filter(|e| e.num_rows() == batch.num_rows());
+        debug_assert!(
+            acks.is_empty()
+                || acks.iter().map(|run| run.rows as usize).sum::<usize>() == batch.num_rows(),
+            "ack runs must cover the batch's rows"
+        );
         let frame = Frame {
             batch: batch.clone(),
             key: BranchKey::Unbranched,
-            acks: root
-                .map(|root| AckRun {
-                    root,
-                    rows: batch.num_rows() as u32,
-                })
-                .into_iter()
-                .collect(),
+            acks,
         };
         let plan = self.plan.clone();
         let ingestor = &plan.ingestors[index];
@@ -389,6 +401,7 @@ impl Graph {
             None,
             ingestor.filter.as_ref(),
             &ingestor.routes,
+            envelope,
             false,
             at,
             cx,
@@ -405,6 +418,7 @@ impl Graph {
         input_filter: Option<&crate::vm::Program>,
         node_filter_program: Option<&crate::vm::Program>,
         routes: &[RoutePlan],
+        mut envelope: Option<Envelope>,
         detached: bool,
         at: Instant,
         cx: &mut Ctx<'_>,
@@ -419,8 +433,14 @@ impl Graph {
         let mut columns: Vec<ArrayRef> = frame.batch.columns().to_vec();
         let mut rows = num_rows;
         let mut kept_rows: Option<UInt32Array> = None;
+        let topic = match node {
+            NodeRef::Ingestor(index) => metadata_topic(&plan.ingestors[index].source),
+            _ => None,
+        };
         for program in [input_filter, node_filter_program].into_iter().flatten() {
-            let (mask, errors) = node_filter(program, &columns, rows, at.snapshot_ns);
+            let view = envelope.as_ref().map(|e| e.view(topic));
+            let (mask, errors) =
+                node_filter(program, &columns, view.as_ref(), rows, at.snapshot_ns);
             if !errors.is_empty() {
                 let index_of = |row: u32| match &kept_rows {
                     Some(k) => k.value(row as usize),
@@ -441,6 +461,7 @@ impl Graph {
                     .iter()
                     .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
                     .collect();
+                envelope = envelope.map(|e| e.filter(&predicate));
                 if frame.acks.len() > 1 {
                     // Several payloads: remember which frame row each kept row is.
                     let base = kept_rows
@@ -458,6 +479,7 @@ impl Graph {
         // Materialized state bound for this batch, as columns of the batch's length.
         self.broadcast_state = broadcast(&self.bound_state, rows);
         let state = self.broadcast_state.clone();
+        let view = envelope.as_ref().map(|e| e.view(topic));
         if rows > 0 {
             for (route_index, route) in routes.iter().enumerate() {
                 let output = run_route(
@@ -465,6 +487,7 @@ impl Graph {
                     route,
                     &columns,
                     &state,
+                    view.as_ref(),
                     rows,
                     &frame.key,
                     at.snapshot_ns,
@@ -477,6 +500,7 @@ impl Graph {
                     route,
                     frame,
                     &columns,
+                    view.as_ref(),
                     kept_rows.as_ref(),
                     output,
                     detached,
@@ -517,6 +541,7 @@ impl Graph {
         route: &RoutePlan,
         frame: &Frame,
         columns: &[ArrayRef],
+        envelope: Option<&crate::vm::EnvelopeView>,
         kept_rows: Option<&UInt32Array>,
         output: RouteOutput,
         detached: bool,
@@ -599,6 +624,7 @@ impl Graph {
                         rows: &output.failed,
                         incoming: &frame.key,
                         state: &self.broadcast_state.clone(),
+                        envelope,
                         now_ns: at.snapshot_ns,
                     },
                 );
@@ -1004,6 +1030,7 @@ impl Graph {
                     input.and_then(|i| i.filter.as_ref()),
                     processor.filter.as_ref(),
                     &processor.routes,
+                    None,
                     processor.detached,
                     at,
                     cx,
@@ -1018,6 +1045,7 @@ impl Graph {
                     input.and_then(|i| i.filter.as_ref()),
                     None,
                     std::slice::from_ref(&emitter.route),
+                    None,
                     emitter.detached,
                     at,
                     cx,

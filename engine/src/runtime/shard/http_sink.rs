@@ -24,7 +24,7 @@ use nervix_connectors::ConnectorError;
 
 use super::ShardState;
 use crate::runtime::frame::Frame;
-use crate::runtime::plan::{EmitterPlan, ErrorPlan, HttpBody, HttpSinkPlan, SinkPlan};
+use crate::runtime::plan::{EmitterPlan, ErrorPlan, HttpSinkPlan, RowBody, SinkPlan};
 use crate::vm::{EvalContext, Program};
 
 /// Requests of one job in flight at once.
@@ -155,25 +155,35 @@ async fn deliver(client: &HttpClient, spec: &RequestSpec, retry: Retry) -> RowOu
     }
 }
 
+/// A sink program over a frame's finalized records: one value per row, and the rows whose
+/// evaluation failed with why.
+pub(super) fn eval_rows(
+    program: &Program,
+    columns: &[ArrayRef],
+    rows: usize,
+    now_ns: i64,
+) -> (ArrayRef, HashMap<u32, String>) {
+    let sources: [&[ArrayRef]; 2] = [&[], columns];
+    let evaluated = program.eval(&EvalContext {
+        sources: &sources,
+        num_rows: rows,
+        now_ns,
+        envelope: None,
+    });
+    let errors = evaluated
+        .errors
+        .iter()
+        .map(|(row, message)| (row, message.to_string()))
+        .collect();
+    (evaluated.values, errors)
+}
+
 /// The requests of `batch`'s rows.
 fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<RequestSpec, String>> {
     let rows = batch.num_rows();
     let columns: Vec<ArrayRef> = batch.columns().to_vec();
     let now_ns = crate::runtime::clock::wall_ns();
-    let eval = |program: &Program| {
-        let sources: [&[ArrayRef]; 2] = [&[], &columns];
-        let evaluated = program.eval(&EvalContext {
-            sources: &sources,
-            num_rows: rows,
-            now_ns,
-        });
-        let errors: HashMap<u32, String> = evaluated
-            .errors
-            .iter()
-            .map(|(row, message)| (row, message.to_string()))
-            .collect();
-        (evaluated.values, errors)
-    };
+    let eval = |program: &Program| eval_rows(program, &columns, rows, now_ns);
     let method = eval(&plan.method);
     let path = eval(&plan.path);
     let headers: Vec<_> = plan
@@ -182,7 +192,7 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
         .map(|(name, value)| (eval(name), eval(value)))
         .collect();
     // Each row's body moves into its request (encoded once, never copied again).
-    let mut bodies = bodies(plan, batch).map(Vec::into_iter);
+    let mut bodies = row_bodies(&plan.body, batch).map(Vec::into_iter);
     let text = |values: &ArrayRef, row: usize| -> Option<String> {
         let strings = values.as_any().downcast_ref::<StringArray>()?;
         (!strings.is_null(row)).then(|| strings.value(row).to_string())
@@ -219,12 +229,12 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
 }
 
 /// One body per row: the codec's (or plain JSON) encoding of each row, or none.
-fn bodies(plan: &HttpSinkPlan, batch: &RecordBatch) -> Option<Vec<Vec<u8>>> {
+pub(super) fn row_bodies(body: &RowBody, batch: &RecordBatch) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
-    match &plan.body {
-        HttpBody::None => return None,
-        HttpBody::Codec(codec) => crate::codec::encode_ndjson(batch, codec, &mut out),
-        HttpBody::Json => {
+    match body {
+        RowBody::None => return None,
+        RowBody::Codec(codec) => crate::codec::encode_ndjson(batch, codec, &mut out),
+        RowBody::Json => {
             let mut writer = arrow_json::LineDelimitedWriter::new(&mut out);
             if writer.write(batch).and_then(|_| writer.finish()).is_err() {
                 out.clear();
@@ -325,7 +335,12 @@ impl ShardState {
 
     /// Acknowledges each acknowledgement run of `frame` by its rows' outcomes: a run with a
     /// failed row is negatively acknowledged unless failures are ignored.
-    fn resolve_rows(&mut self, frame: &Frame, outcomes: &[RowOutcome], ignore_failures: bool) {
+    pub(super) fn resolve_rows(
+        &mut self,
+        frame: &Frame,
+        outcomes: &[RowOutcome],
+        ignore_failures: bool,
+    ) {
         let mut row = 0usize;
         for run in &frame.acks {
             let end = row + run.rows as usize;

@@ -20,6 +20,7 @@ use nervix_net::session::frame::{
 
 use super::graph::{Instant, PayloadToken};
 use super::{Outbound, ShardState};
+use crate::runtime::frame::AckRun;
 use crate::runtime::plan::AckWindow;
 use crate::validate::route::Field;
 
@@ -350,8 +351,18 @@ impl ShardState {
                         },
                     );
                     if rows > 0 {
-                        run.graph
-                            .ingest(index, &queued.batch, Some(root), at, super::cx!(self));
+                        run.graph.ingest(
+                            index,
+                            &queued.batch,
+                            vec![AckRun {
+                                root,
+                                rows: rows as u32,
+                            }],
+                            // Client producers submit Arrow batches: no transport envelope.
+                            None,
+                            at,
+                            super::cx!(self),
+                        );
                     }
                 }
             }

@@ -16,6 +16,8 @@ pub mod endpoint;
 pub mod graph;
 pub mod http_sink;
 pub mod ingest;
+pub mod kafka;
+pub mod kafka_sink;
 pub mod mesh;
 pub mod sinks;
 pub mod subscription;
@@ -115,8 +117,12 @@ pub struct DomainRun {
     pub files: HashMap<usize, FileSinkHandle>,
     /// HTTP REQUEST emitters' connector tasks, by emitter index (on the sink shard).
     pub http_sinks: HashMap<usize, http_sink::HttpSinkHandle>,
+    /// KAFKA TOPIC emitters' producers, by emitter index (on the sink shard).
+    pub kafka_sinks: HashMap<usize, kafka_sink::KafkaSinkHandle>,
     /// Per ingestor: the endpoint intake of an HTTP / WEBSOCKETS ENDPOINT ingestor.
     pub intakes: Vec<Option<endpoint::PayloadIntake>>,
+    /// KAFKA TOPIC consumer instances (on the graph shard), each fed by its consumer task.
+    pub kafka: Vec<kafka::KafkaIntake>,
     /// START generation, told to producers.
     pub generation: u64,
 }
@@ -132,6 +138,10 @@ pub struct ShardState {
     /// Wakes the driver to send what the outbox holds.
     pub outbox_kick: async_channel::Sender<()>,
     pub runs: HashMap<String, DomainRun>,
+    /// A graceful drain runs: sources take nothing new.
+    pub draining: bool,
+    /// Runtime state that survives restarts (Kafka OFFSET BY DOMAIN offsets).
+    pub runtime_state: Option<Arc<crate::runtime::state_store::RuntimeState>>,
     /// Every domain the catalog knows, with whether it is started (for open refusals).
     pub known: HashMap<String, bool>,
     pub slab: AckSlab<PayloadToken>,
@@ -201,6 +211,8 @@ impl ShardState {
             counters: ShardCounters::default(),
             data_dir,
             stop_listeners: None,
+            draining: false,
+            runtime_state: None,
             connectors: None,
             extension: None,
         }
@@ -258,6 +270,23 @@ impl ShardState {
                 _ => None,
             })
             .collect();
+        let mut kafka = Vec::new();
+        for (index, ingestor) in plan.ingestors.iter().enumerate() {
+            if let (crate::runtime::plan::SourcePlan::Kafka(source), true) =
+                (&ingestor.source, sink_shard)
+            {
+                for instance in 0..source.instances {
+                    let id = self.next_id();
+                    kafka.push(kafka::KafkaIntake::new(
+                        source.clone(),
+                        index,
+                        instance,
+                        id,
+                        ingestor.uses_envelope,
+                    ));
+                }
+            }
+        }
         let mut files = HashMap::new();
         // Sinks deliver on the root shard only (see `mesh`): one writer per file.
         for (index, emitter) in plan.emitters.iter().enumerate() {
@@ -281,6 +310,11 @@ impl ShardState {
             (Some(runtime), true) => http_sink::start_http_sinks(runtime, &plan),
             _ => HashMap::new(),
         };
+        let kafka_sinks = if sink_shard {
+            kafka_sink::start_kafka_sinks(&plan)
+        } else {
+            HashMap::new()
+        };
         tracing::info!(
             "shard {}: domain '{name}' running: {} relays, {} ingestors, {} processors, {} emitters",
             self.shard,
@@ -297,7 +331,9 @@ impl ShardState {
                 admission,
                 files,
                 http_sinks,
+                kafka_sinks,
                 intakes,
+                kafka,
                 generation: plan.generation,
             },
         );
@@ -311,6 +347,7 @@ impl ShardState {
             return;
         }
         self.close_all_groups(domain);
+        self.close_kafka_groups(domain);
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
             run.graph.flush_all(None, at, cx!(self));
@@ -318,6 +355,7 @@ impl ShardState {
         }
         self.dispatch_sinks();
         self.end_attachments(domain, reason);
+        self.persist_kafka_offsets(domain, None);
         self.runs.remove(domain);
         self.known.insert(domain.to_string(), false);
     }
@@ -472,7 +510,12 @@ impl ShardState {
         }
         let resolved = std::mem::take(&mut self.resolved);
         for (token, outcome) in &resolved {
-            self.resolve_payload(*token, *outcome);
+            if token.producer & kafka::KAFKA_TOKEN_TAG != 0 {
+                let acked = *outcome == nervix_shards::ack::Outcome::Acked;
+                self.kafka_resolved(*token, acked);
+            } else {
+                self.resolve_payload(*token, *outcome);
+            }
         }
         self.resolved = resolved;
         self.resolved.clear();

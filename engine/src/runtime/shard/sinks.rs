@@ -268,6 +268,7 @@ impl ShardState {
         let mut moved = false;
         let mut acked: Vec<Frame> = Vec::new();
         let mut http: Vec<(String, usize)> = Vec::new();
+        let mut kafka: Vec<(String, usize)> = Vec::new();
         for (domain, run) in self.runs.iter_mut() {
             let plan = run.graph.plan.clone();
             for (index, emitter) in plan.emitters.iter().enumerate() {
@@ -318,6 +319,7 @@ impl ShardState {
                         }
                     }
                     SinkPlan::HttpRequest(_) => http.push((domain.clone(), index)),
+                    SinkPlan::Kafka(_) => kafka.push((domain.clone(), index)),
                     SinkPlan::FileAppend { .. } => {
                         let Some(file) = run.files.get_mut(&index) else {
                             continue;
@@ -354,6 +356,9 @@ impl ShardState {
         }
         for (domain, index) in http {
             moved |= self.dispatch_http(&domain, index);
+        }
+        for (domain, index) in kafka {
+            moved |= self.dispatch_kafka(&domain, index);
         }
         moved
     }

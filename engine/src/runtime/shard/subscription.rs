@@ -32,6 +32,7 @@ pub fn feed(tap: &mut Tap, batch: &RecordBatch, sensitive: &[bool], snapshot_ns:
                 sources: &sources,
                 num_rows: batch.num_rows(),
                 now_ns: snapshot_ns,
+                envelope: None,
             },
         );
         match arrow_select::filter::filter_record_batch(&batch, &mask) {

@@ -8,6 +8,7 @@
 //! argument is a scalar). A row whose value cannot be computed yields null and an error.
 
 pub(crate) mod datetime;
+pub(crate) mod headers;
 pub(crate) mod numeric;
 pub(crate) mod regex;
 pub(crate) mod strings;
@@ -206,8 +207,8 @@ pub(crate) fn call(
             });
             return finish(array, false, errs);
         }
-        F::ReadHeader | F::ReadHeaders | F::WriteHeader => {
-            return Out::fail(node, format!("{} needs a header context", function.name()))
+        F::WriteHeader => {
+            return Out::fail(node, format!("{} is an emitter clause", function.name()))
         }
         _ => {}
     }
@@ -234,6 +235,7 @@ pub(crate) fn call(
             None => Out::fail(node, "missing argument"),
         },
         F::NullIf => nullif(node, &cols, n),
+        F::ReadHeader | F::ReadHeaders => headers::call(node, function, &cols, ctx.envelope, n),
         F::RegexpLike | F::RegexpReplace | F::RegexpSubstr | F::RegexpExtract => {
             regex::call(node, function, &cols, prepared, n)
         }

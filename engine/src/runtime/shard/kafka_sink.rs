@@ -1,0 +1,428 @@
+//! KAFKA TOPIC emitters: one record per row, produced on the shard (DESIGN §3; issue: "KEY
+//! expression, headers via write_header, MODE NO ACK / ACK SEQUENTIAL / ACK PARALLEL MAX n with
+//! ACK TIMEOUT, RETRY POLICY; ATTACHED acknowledges upstream only after the broker
+//! acknowledged").
+//!
+//! A frame's records are prepared over the whole batch — KEY and every `write_header` program
+//! evaluated once, bodies encoded by the codec in one pass — and enqueued into librdkafka's
+//! non-blocking producer, each tagged with its frame and row. Delivery reports come back on the
+//! sink's task ([`KafkaSinkHandle::serve`]); when every row of a frame has its outcome, the
+//! frame's acknowledgement runs resolve: delivered rows ack, failed rows follow ON MESSAGE
+//! ERROR (IGNORE acks, LOG logs and nacks their payloads). A row whose delivery failed in a way
+//! that may pass is produced again after RETRY POLICY's BACKOFF (doubling up to MAX) until its
+//! frame's ACK TIMEOUT has passed. At most MAX n (ACK PARALLEL) frames are in flight, and a
+//! full local producer queue stops enqueuing until deliveries free it, so a slow broker
+//! backpressures the graph instead of growing a queue.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use nervix_connectors::kafka::{KafkaProducer, SendRefused};
+use nervix_connectors::ConnectorError;
+
+use super::http_sink::{eval_rows, row_bodies, RowOutcome};
+use super::ShardState;
+use crate::runtime::clock;
+use crate::runtime::frame::Frame;
+use crate::runtime::plan::{EmitterPlan, ErrorPlan, KafkaSinkPlan, SinkPlan};
+
+/// Delivery reports served per call at most (the rest wait for the next call).
+pub const MAX_DELIVERIES_PER_SERVE: usize = 65_536;
+/// Bits of a delivery token that hold the row; the frame's job number sits above them.
+const ROW_BITS: u32 = 32;
+
+/// One row ready to produce: key, headers and value.
+struct PreparedRow {
+    key: Option<Vec<u8>>,
+    headers: Vec<(String, Vec<u8>)>,
+    value: Vec<u8>,
+}
+
+/// A frame whose rows are being produced.
+struct FrameInFlight {
+    frame: Frame,
+    rows: Vec<Result<PreparedRow, String>>,
+    /// One outcome per row once known.
+    outcomes: Vec<Option<RowOutcome>>,
+    /// Rows not yet enqueued (first send, or a retry due at the instant given), in order.
+    to_send: VecDeque<(u32, u64)>,
+    unresolved: usize,
+    started_ns: u64,
+    /// Whether the frame's runs were resolved when it was handed over (NO ACK, DETACHED).
+    resolved_at_handoff: bool,
+}
+
+/// The shard's side of one KAFKA TOPIC emitter.
+pub struct KafkaSinkHandle {
+    plan: Arc<KafkaSinkPlan>,
+    producer: KafkaProducer,
+    frames: HashMap<u64, FrameInFlight>,
+    next_job: u64,
+    /// RETRY POLICY, and the row deadline (ACK TIMEOUT; `None` under NO ACK).
+    backoff_ms: u64,
+    backoff_max_ms: u64,
+    deadline_ns: Option<u64>,
+    /// Set when the local queue refused a record: enqueuing waits for deliveries.
+    queue_full: bool,
+    deliveries: Vec<(u64, Result<(), ConnectorError>)>,
+}
+
+impl KafkaSinkHandle {
+    pub fn start(
+        plan: Arc<KafkaSinkPlan>,
+        emitter: &EmitterPlan,
+    ) -> Result<KafkaSinkHandle, ConnectorError> {
+        let producer = KafkaProducer::new(&plan.config, &plan.topic)?;
+        Ok(KafkaSinkHandle {
+            plan,
+            producer,
+            frames: HashMap::new(),
+            next_job: 0,
+            backoff_ms: emitter.retry_backoff_ms.max(1),
+            backoff_max_ms: emitter.retry_max_ms.max(emitter.retry_backoff_ms).max(1),
+            deadline_ns: emitter.ack_timeout_ns,
+            queue_full: false,
+            deliveries: Vec::new(),
+        })
+    }
+
+    /// Frames being produced.
+    pub fn in_flight(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Enqueues what is due of every frame, in job order, until the local queue is full.
+    fn send_due(&mut self, now_ns: u64) {
+        let mut jobs: Vec<u64> = self.frames.keys().copied().collect();
+        jobs.sort_unstable();
+        self.queue_full = false;
+        let terms = self.retry_terms();
+        for job in jobs {
+            let Some(flight) = self.frames.get_mut(&job) else {
+                continue;
+            };
+            while let Some(&(row, due_ns)) = flight.to_send.front() {
+                if due_ns > now_ns {
+                    break;
+                }
+                let prepared = match &flight.rows[row as usize] {
+                    Ok(prepared) => prepared,
+                    Err(error) => {
+                        flight.outcomes[row as usize] = Some(Err(error.clone()));
+                        flight.unresolved -= 1;
+                        flight.to_send.pop_front();
+                        continue;
+                    }
+                };
+                let headers: Vec<(&str, &[u8])> = prepared
+                    .headers
+                    .iter()
+                    .map(|(name, value)| (name.as_str(), value.as_slice()))
+                    .collect();
+                let token = job << ROW_BITS | u64::from(row);
+                match self
+                    .producer
+                    .send(prepared.key.as_deref(), &prepared.value, &headers, token)
+                {
+                    Ok(()) => {
+                        flight.to_send.pop_front();
+                    }
+                    Err(SendRefused::QueueFull) => {
+                        self.queue_full = true;
+                        return;
+                    }
+                    Err(SendRefused::Failed(error)) => {
+                        flight.to_send.pop_front();
+                        settle(flight, row, Err(error), now_ns, terms);
+                    }
+                }
+            }
+        }
+    }
+
+    fn retry_terms(&self) -> RetryTerms {
+        RetryTerms {
+            backoff_ms: self.backoff_ms,
+            backoff_max_ms: self.backoff_max_ms,
+            deadline_ns: self.deadline_ns,
+        }
+    }
+
+    /// Serves delivery reports; returns the frames that completed.
+    fn serve(&mut self, now_ns: u64, done: &mut Vec<(FrameInFlight, u64)>) {
+        self.deliveries.clear();
+        self.producer.poll_deliveries(&mut self.deliveries);
+        let terms = self.retry_terms();
+        for (token, outcome) in self.deliveries.drain(..).take(MAX_DELIVERIES_PER_SERVE) {
+            let job = token >> ROW_BITS;
+            let row = (token & ((1 << ROW_BITS) - 1)) as u32;
+            if let Some(flight) = self.frames.get_mut(&job) {
+                settle(flight, row, outcome, now_ns, terms);
+            }
+        }
+        if let Some(error) = self.producer.take_error() {
+            tracing::warn!("kafka producer for topic '{}': {error}", self.plan.topic);
+        }
+        let complete: Vec<u64> = self
+            .frames
+            .iter()
+            .filter(|(_, flight)| flight.unresolved == 0)
+            .map(|(job, _)| *job)
+            .collect();
+        for job in complete {
+            if let Some(flight) = self.frames.remove(&job) {
+                done.push((flight, job));
+            }
+        }
+    }
+}
+
+/// How a failed delivery is retried.
+#[derive(Debug, Clone, Copy)]
+struct RetryTerms {
+    backoff_ms: u64,
+    backoff_max_ms: u64,
+    deadline_ns: Option<u64>,
+}
+
+/// Records one row's delivery outcome: delivered, failed for good, or produced again later.
+fn settle(
+    flight: &mut FrameInFlight,
+    row: u32,
+    outcome: Result<(), ConnectorError>,
+    now_ns: u64,
+    terms: RetryTerms,
+) {
+    let Some(slot) = flight.outcomes.get_mut(row as usize) else {
+        return;
+    };
+    if slot.is_some() {
+        return;
+    }
+    let result = match outcome {
+        Ok(()) => Ok(()),
+        Err(ConnectorError::Transient(cause)) => {
+            // Produce again after the backoff, doubled for every attempt so far, while the
+            // frame's ACK TIMEOUT allows.
+            let elapsed_ns = now_ns.saturating_sub(flight.started_ns);
+            let attempts = (elapsed_ns / (terms.backoff_ms * 1_000_000)).min(32) as u32;
+            let wait_ms = terms
+                .backoff_ms
+                .saturating_mul(1 << attempts.min(20))
+                .min(terms.backoff_max_ms);
+            let retry_at_ns = now_ns + wait_ms * 1_000_000;
+            let in_time = terms
+                .deadline_ns
+                .is_none_or(|deadline| retry_at_ns - flight.started_ns <= deadline);
+            if in_time {
+                flight.to_send.push_back((row, retry_at_ns));
+                return;
+            }
+            Err(format!(
+                "not delivered within the ACK TIMEOUT; last attempt: {cause}"
+            ))
+        }
+        Err(error) => Err(error.to_string()),
+    };
+    *slot = Some(result);
+    flight.unresolved -= 1;
+}
+
+/// The records of `batch`'s rows.
+fn prepare_rows(plan: &KafkaSinkPlan, batch: &RecordBatch) -> Vec<Result<PreparedRow, String>> {
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = batch.columns().to_vec();
+    let now_ns = clock::wall_ns();
+    let eval = |program| eval_rows(program, &columns, rows, now_ns);
+    let key = plan.key.as_ref().map(|program| {
+        let (values, errors) = eval(program);
+        let text = arrow_cast::cast(&values, &arrow_schema::DataType::Utf8)
+            .map_err(|error| format!("KEY: {error}"));
+        (text, errors)
+    });
+    let headers: Vec<_> = plan
+        .headers
+        .iter()
+        .map(|(name, value)| (eval(name), eval(value)))
+        .collect();
+    let mut bodies = row_bodies(&plan.body, batch).map(Vec::into_iter);
+    let text_at = |values: &ArrayRef, row: usize| -> Option<String> {
+        let strings = values.as_any().downcast_ref::<arrow_array::StringArray>()?;
+        (!strings.is_null(row)).then(|| strings.value(row).to_string())
+    };
+    (0..rows)
+        .map(|row| {
+            let value = bodies.as_mut().and_then(Iterator::next).unwrap_or_default();
+            let at = row as u32;
+            let key = match &key {
+                None => None,
+                Some((_, errors)) if errors.contains_key(&at) => {
+                    return Err(format!("KEY: {}", errors[&at]))
+                }
+                Some((Err(error), _)) => return Err(error.clone()),
+                // A null key writes a record without a key.
+                Some((Ok(text), _)) => text_at(text, row).map(String::into_bytes),
+            };
+            let mut written = Vec::with_capacity(headers.len());
+            for ((name, name_errors), (value, value_errors)) in &headers {
+                if let Some(error) = name_errors.get(&at).or_else(|| value_errors.get(&at)) {
+                    return Err(format!("write_header: {error}"));
+                }
+                if let (Some(name), Some(value)) = (text_at(name, row), text_at(value, row)) {
+                    written.push((name, value.into_bytes()));
+                }
+            }
+            Ok(PreparedRow {
+                key,
+                headers: written,
+                value,
+            })
+        })
+        .collect()
+}
+
+impl ShardState {
+    /// Moves ready frames of KAFKA TOPIC emitter `index` into its producer.
+    pub(super) fn dispatch_kafka(&mut self, domain: &str, index: usize) -> bool {
+        let mut moved = false;
+        let mut handed_over: Vec<Frame> = Vec::new();
+        {
+            let Some(run) = self.runs.get_mut(domain) else {
+                return false;
+            };
+            let emitter = &run.graph.plan.emitters[index];
+            let resolves_at_handoff = emitter.ack_timeout_ns.is_none() || emitter.detached;
+            let slots = emitter.max_in_flight.max(1) as usize;
+            let Some(sink) = run.kafka_sinks.get_mut(&index) else {
+                return false;
+            };
+            let queue = &mut run.graph.emitter_queues[index];
+            let now_ns = clock::physical_ns();
+            while sink.frames.len() < slots && !sink.queue_full {
+                let Some(mut frame) = queue.ready.pop_front() else {
+                    break;
+                };
+                let job = sink.next_job;
+                sink.next_job = (sink.next_job + 1) & ((1 << ROW_BITS) - 1);
+                let rows = prepare_rows(&sink.plan, &frame.batch);
+                if resolves_at_handoff {
+                    handed_over.push(frame.clone());
+                    frame.acks.clear();
+                }
+                let count = rows.len();
+                sink.frames.insert(
+                    job,
+                    FrameInFlight {
+                        frame,
+                        outcomes: vec![None; count],
+                        to_send: (0..count as u32).map(|row| (row, 0)).collect(),
+                        unresolved: count,
+                        rows,
+                        started_ns: now_ns,
+                        resolved_at_handoff: resolves_at_handoff,
+                    },
+                );
+                queue.in_flight += 1;
+                moved = true;
+                sink.send_due(now_ns);
+            }
+        }
+        for frame in handed_over {
+            self.resolve_rows(&frame, &vec![Ok(()); frame.num_rows()], true);
+        }
+        moved
+    }
+
+    /// Serves `domain`'s Kafka producers: delivery reports, retries due, completed frames.
+    /// Returns whether any frame is still in flight.
+    pub fn serve_kafka_sinks(&mut self, domain: &str) -> bool {
+        let now_ns = clock::physical_ns();
+        let mut done = Vec::new();
+        let mut busy = false;
+        {
+            let Some(run) = self.runs.get_mut(domain) else {
+                return false;
+            };
+            for (index, sink) in run.kafka_sinks.iter_mut() {
+                sink.send_due(now_ns);
+                let mut completed = Vec::new();
+                sink.serve(now_ns, &mut completed);
+                busy |= sink.in_flight() > 0;
+                done.extend(completed.into_iter().map(|(flight, _)| (*index, flight)));
+            }
+        }
+        for (index, flight) in done {
+            self.kafka_frame_done(domain, index, flight);
+        }
+        if busy
+            || !self
+                .runs
+                .get(domain)
+                .is_none_or(|run| run.kafka_sinks.is_empty())
+        {
+            self.step();
+        }
+        busy
+    }
+
+    /// Every row of a frame has its outcome: delivered rows ack, the rest follow ON MESSAGE
+    /// ERROR.
+    fn kafka_frame_done(&mut self, domain: &str, index: usize, flight: FrameInFlight) {
+        let Some(run) = self.runs.get_mut(domain) else {
+            return;
+        };
+        let emitter = &run.graph.plan.emitters[index];
+        let ignore = matches!(emitter.route.on_error, ErrorPlan::Ignore);
+        let outcomes: Vec<RowOutcome> = flight
+            .outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|| Err("no delivery report".to_string())))
+            .collect();
+        let failed: Vec<(usize, &String)> = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(row, outcome)| outcome.as_ref().err().map(|e| (row, e)))
+            .collect();
+        if let (Some((row, cause)), false) = (failed.first(), ignore) {
+            tracing::warn!(
+                "emitter '{}': {} of {} records not delivered; row {row}: {cause}",
+                emitter.name,
+                failed.len(),
+                outcomes.len()
+            );
+        }
+        let failures = failed.len() as u64;
+        let delivered = outcomes.len() as u64 - failures;
+        let queue = &mut run.graph.emitter_queues[index];
+        queue.in_flight = queue.in_flight.saturating_sub(1);
+        queue.delivered_rows += delivered;
+        run.graph.count_sink_errors(index, failures);
+        self.counters.rows_delivered += delivered;
+        if !flight.resolved_at_handoff {
+            self.resolve_rows(&flight.frame, &outcomes, ignore);
+        }
+    }
+}
+
+/// Starts the Kafka producers of a deployed plan's emitters (on the shard that runs sinks).
+pub(super) fn start_kafka_sinks(
+    plan: &crate::runtime::plan::DomainPlan,
+) -> HashMap<usize, KafkaSinkHandle> {
+    let mut sinks = HashMap::new();
+    for (index, emitter) in plan.emitters.iter().enumerate() {
+        if let SinkPlan::Kafka(kafka) = &emitter.sink {
+            match KafkaSinkHandle::start(kafka.clone(), emitter) {
+                Ok(handle) => {
+                    sinks.insert(index, handle);
+                }
+                Err(error) => tracing::error!(
+                    "domain '{}': emitter '{}' cannot start its Kafka producer: {error}",
+                    plan.name,
+                    emitter.name
+                ),
+            }
+        }
+    }
+    sinks
+}

@@ -1,0 +1,219 @@
+//! The node's runtime state that must survive a restart (DESIGN §6 "Runtime state"): today the
+//! next offsets of KAFKA TOPIC ingestors under OFFSET BY DOMAIN, in an LMDB environment (heed)
+//! under `<data-dir>/runtime-state`.
+//!
+//! Shards never wait for the disk: they hand snapshots to one writer thread through a bounded
+//! queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
+//! taken, so the caller keeps it dirty and offers it again), and the writer commits each in
+//! one LMDB transaction. Reads happen when a consumer starts (a memory-mapped lookup).
+//! [`RuntimeState::close`] waits for the queue to drain, so a graceful stop persists the last
+//! snapshot. A crash loses at most the snapshots not yet written — the spec's "slightly stale
+//! persisted offset snapshot", from which at-least-once delivery replays.
+//!
+//! Keys are `kafka/<domain>/<ingestor>/` followed by the partition number as 4 big-endian
+//! bytes; values the next offset as 8 big-endian bytes. A snapshot writes the partitions it
+//! names and leaves the others alone (several instances of one ingestor share its key, each
+//! with its own partitions).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
+
+/// Snapshots waiting for the writer at most; a full queue makes the sender try again later.
+pub const STATE_QUEUE_SNAPSHOTS: usize = 256;
+/// The LMDB map size: offsets are a few bytes per partition.
+const MAP_SIZE_BYTES: usize = 64 << 20;
+/// The directory under the data dir.
+const STATE_DIR: &str = "runtime-state";
+
+/// Why runtime state could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StateStoreError {
+    #[error("runtime state in {dir}: {source}")]
+    Lmdb {
+        dir: PathBuf,
+        #[source]
+        source: heed::Error,
+    },
+    #[error("runtime state in {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One ingestor's next offsets, by partition.
+type Snapshot = (String, Vec<(i32, i64)>);
+
+/// The node's runtime-state store; cheap to share (`Arc`).
+pub struct RuntimeState {
+    env: Env<WithoutTls>,
+    offsets: Database<'static, Bytes, Bytes>,
+    dir: PathBuf,
+    queue: async_channel::Sender<Snapshot>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RuntimeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeState")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key prefix of one ingestor's offsets.
+pub fn kafka_key(domain: &str, ingestor: &str) -> String {
+    format!("kafka/{domain}/{ingestor}/")
+}
+
+impl RuntimeState {
+    /// Opens (creating) the store under `data_dir` and starts its writer thread.
+    pub fn open(data_dir: &Path) -> Result<Arc<RuntimeState>, StateStoreError> {
+        let dir = data_dir.join(STATE_DIR);
+        std::fs::create_dir_all(&dir).map_err(|source| StateStoreError::Io {
+            dir: dir.clone(),
+            source,
+        })?;
+        let lmdb = |source| StateStoreError::Lmdb {
+            dir: dir.clone(),
+            source,
+        };
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options.map_size(MAP_SIZE_BYTES).max_dbs(1);
+        // SAFETY: heed marks opening unsafe because the memory map is undefined behaviour if
+        // the file is modified other than through LMDB. This directory belongs to this store
+        // alone (one environment per process; LMDB's lock file coordinates processes), no
+        // unsafe flags are set, and the data directory is documented as local storage.
+        #[allow(unsafe_code)]
+        let env = unsafe { options.open(&dir) }.map_err(lmdb)?;
+        let wtxn = env.write_txn().map_err(lmdb)?;
+        let offsets = env
+            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
+                let offsets =
+                    opener.create_database::<Bytes, Bytes>(wtxn, Some("kafka_offsets"))?;
+                Ok(CommitOrAbort::<_, ()>::Commit(offsets))
+            })
+            .map_err(lmdb)?
+            .unwrap_commit();
+        let (queue, snapshots) = async_channel::bounded::<Snapshot>(STATE_QUEUE_SNAPSHOTS);
+        let writer_env = env.clone();
+        let writer = std::thread::Builder::new()
+            .name("nervix-state".to_string())
+            .spawn(move || {
+                while let Ok((prefix, positions)) = snapshots.recv_blocking() {
+                    if let Err(error) = write_offsets(&writer_env, offsets, &prefix, &positions) {
+                        tracing::error!("cannot persist runtime state {prefix}: {error}");
+                    }
+                }
+            })
+            .map_err(|source| StateStoreError::Io {
+                dir: dir.clone(),
+                source,
+            })?;
+        Ok(Arc::new(RuntimeState {
+            env,
+            offsets,
+            dir,
+            queue,
+            writer: Mutex::new(Some(writer)),
+        }))
+    }
+
+    /// The stored next offsets of an ingestor (empty when none were stored).
+    pub fn kafka_offsets(&self, key: &str) -> Result<Vec<(i32, i64)>, StateStoreError> {
+        let lmdb = |source| StateStoreError::Lmdb {
+            dir: self.dir.clone(),
+            source,
+        };
+        let rtxn = self.env.read_txn().map_err(lmdb)?;
+        let mut found = Vec::new();
+        for entry in self
+            .offsets
+            .prefix_iter(&rtxn, key.as_bytes())
+            .map_err(lmdb)?
+        {
+            let (stored_key, value) = entry.map_err(lmdb)?;
+            let partition = stored_key
+                .get(key.len()..)
+                .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
+                .map(i32::from_be_bytes);
+            let offset = <[u8; 8]>::try_from(value).ok().map(i64::from_be_bytes);
+            if let (Some(partition), Some(offset)) = (partition, offset) {
+                found.push((partition, offset));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Offers a snapshot of an ingestor's next offsets to the writer; false when its queue is
+    /// full (keep the snapshot and offer it again).
+    pub fn save_kafka_offsets(&self, key: &str, positions: Vec<(i32, i64)>) -> bool {
+        self.queue.try_send((key.to_string(), positions)).is_ok()
+    }
+
+    /// Waits until every offered snapshot is written, then stops the writer (a graceful stop).
+    pub fn close(&self) {
+        self.queue.close();
+        let writer = self.writer.lock().ok().and_then(|mut writer| writer.take());
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+        if let Err(error) = self.env.force_sync() {
+            tracing::warn!(
+                "cannot sync runtime state in {}: {error}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// Writes `positions` under `prefix` in one transaction.
+fn write_offsets(
+    env: &Env<WithoutTls>,
+    db: Database<'static, Bytes, Bytes>,
+    prefix: &str,
+    positions: &[(i32, i64)],
+) -> Result<(), heed::Error> {
+    let mut wtxn = env.write_txn()?;
+    let mut key = Vec::with_capacity(prefix.len() + 4);
+    for &(partition, offset) in positions {
+        key.clear();
+        key.extend_from_slice(prefix.as_bytes());
+        key.extend_from_slice(&partition.to_be_bytes());
+        db.put(&mut wtxn, &key, &offset.to_be_bytes())?;
+    }
+    wtxn.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_survive_a_reopen_and_snapshots_update_their_partitions() {
+        let dir = std::env::temp_dir().join(format!("nervix-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let key = kafka_key("shop", "orders_in");
+        let other = kafka_key("shop", "orders_in2");
+        {
+            let state = RuntimeState::open(&dir).expect("open");
+            assert!(state.save_kafka_offsets(&key, vec![(0, 10), (1, 20), (2, 30)]));
+            assert!(state.save_kafka_offsets(&other, vec![(0, 99)]));
+            assert!(state.save_kafka_offsets(&key, vec![(0, 11), (1, 21)]));
+            state.close();
+        }
+        let state = RuntimeState::open(&dir).expect("reopen");
+        assert_eq!(
+            state.kafka_offsets(&key).expect("read"),
+            vec![(0, 11), (1, 21), (2, 30)]
+        );
+        assert_eq!(state.kafka_offsets(&other).expect("read"), vec![(0, 99)]);
+        state.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
