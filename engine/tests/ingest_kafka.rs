@@ -294,6 +294,16 @@ START;
     for id in 0..n {
         assert!(to(&format!("/rec/{id}")) >= 1, "record {id} delivered");
     }
+    let metrics = support::dataplane::http_get(node.metrics, "/metrics");
+    let at = "{domain=\"rej\",ingestor=\"rec_in\",instance=\"0\"}";
+    let seeks = support::dataplane::metric(&metrics, &format!("nervix_kafka_seeks_total{at}"));
+    assert!(seeks >= Some(1), "a seek back is counted: {seeks:?}");
+    let records =
+        support::dataplane::metric(&metrics, &format!("nervix_kafka_records_total{at}"));
+    assert!(
+        records > Some(n as u64),
+        "the rejected record and those after it were read again: {records:?}"
+    );
 }
 
 #[test]

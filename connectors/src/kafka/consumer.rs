@@ -477,22 +477,7 @@ impl KafkaConsumer {
         partitions: &[i32],
         timeout: Duration,
     ) -> Result<Vec<(i32, Option<i64>)>, ConnectorError> {
-        let mut list = TopicPartitionList::with_capacity(partitions.len());
-        for &partition in partitions {
-            list.add_partition(&self.topic, partition);
-        }
-        let committed = self
-            .consumer
-            .committed_offsets(list, timeout)
-            .map_err(|error| classify("committed offsets", &error))?;
-        Ok(committed
-            .elements_for_topic(&self.topic)
-            .iter()
-            .map(|element| match element.offset() {
-                Offset::Offset(offset) => (element.partition(), Some(offset)),
-                _ => (element.partition(), None),
-            })
-            .collect())
+        committed_of(&self.consumer, &self.topic, partitions, timeout)
     }
 
     /// **BLOCKING**: closes the consumer, leaving the group (named mode) and waiting for
@@ -512,4 +497,47 @@ impl KafkaConsumer {
         }
         Ok(list)
     }
+}
+
+/// **BLOCKING** (up to `timeout`): the committed next offsets of consumer group `group` on
+/// `topic`'s `partitions` (`None` where the group has committed nothing), read without joining
+/// the group — so asking never triggers a rebalance of its members.
+pub fn group_offsets(
+    config: &[(String, String)],
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<Vec<(i32, Option<i64>)>, ConnectorError> {
+    let consumer: BaseConsumer = client_config(
+        config,
+        &[("group.id", group), ("enable.auto.commit", "false")],
+    )
+    .create()
+    .map_err(|error| creation_error(&error))?;
+    committed_of(&consumer, topic, partitions, timeout)
+}
+
+/// The committed next offsets `consumer`'s group holds for `topic`'s `partitions`.
+fn committed_of<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Result<Vec<(i32, Option<i64>)>, ConnectorError> {
+    let mut list = TopicPartitionList::with_capacity(partitions.len());
+    for &partition in partitions {
+        list.add_partition(topic, partition);
+    }
+    let committed = consumer
+        .committed_offsets(list, timeout)
+        .map_err(|error| classify("committed offsets", &error))?;
+    Ok(committed
+        .elements_for_topic(topic)
+        .iter()
+        .map(|element| match element.offset() {
+            Offset::Offset(offset) => (element.partition(), Some(offset)),
+            _ => (element.partition(), None),
+        })
+        .collect())
 }

@@ -22,10 +22,12 @@ mod headers;
 mod mock;
 mod producer;
 
-pub use consumer::{ConsumerGroup, KafkaConsumer, KafkaRecord, RebalanceEvent};
+pub use consumer::{
+    group_offsets, ConsumerGroup, KafkaConsumer, KafkaRecord, RebalanceEvent, ASSIGNED_GROUP_PREFIX,
+};
 pub use headers::{KafkaHeader, KafkaHeaders, INVALID_HEADER_NAME};
-pub use mock::MockKafka;
-pub use producer::{KafkaProducer, SendRefused};
+pub use mock::{MockKafka, MAX_MOCK_BROKERS, MAX_MOCK_PARTITIONS};
+pub use producer::{Delivery, KafkaProducer, SendRefused};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::ClientConfig;

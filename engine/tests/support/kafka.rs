@@ -117,24 +117,19 @@ pub fn read_until(
 }
 
 /// The committed next offsets of `group` on `topic`'s first `partitions` partitions (None:
-/// nothing committed).
+/// nothing committed), read without joining the group.
 pub fn committed(
     bootstrap: &str,
     topic: &str,
     group: &str,
     partitions: i32,
 ) -> Vec<(i32, Option<i64>)> {
-    let consumer = KafkaConsumer::new(
+    nervix_connectors::kafka::group_offsets(
         &config(bootstrap),
-        ConsumerGroup::Named(group.to_string()),
+        group,
         topic,
-        false,
+        &(0..partitions).collect::<Vec<_>>(),
+        Duration::from_secs(10),
     )
-    .expect("consumer");
-    consumer
-        .committed_offsets(
-            &(0..partitions).collect::<Vec<_>>(),
-            Duration::from_secs(10),
-        )
-        .expect("committed offsets")
+    .expect("committed offsets")
 }

@@ -231,24 +231,50 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
 /// One body per row: the codec's (or plain JSON) encoding of each row, or none.
 pub(super) fn row_bodies(body: &RowBody, batch: &RecordBatch) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
+    let ranges = encode_rows(body, batch, &mut out)?;
+    Some(
+        ranges
+            .into_iter()
+            .map(|range| out[range].to_vec())
+            .collect(),
+    )
+}
+
+/// Encodes `batch`'s rows back to back into `out` and returns each row's byte range (a row
+/// the encoder could not write is empty); `None` for WITHOUT BODY.
+pub(super) fn encode_rows(
+    body: &RowBody,
+    batch: &RecordBatch,
+    out: &mut Vec<u8>,
+) -> Option<Vec<std::ops::Range<usize>>> {
+    out.clear();
     match body {
         RowBody::None => return None,
-        RowBody::Codec(codec) => crate::codec::encode_ndjson(batch, codec, &mut out),
+        RowBody::Codec(codec) => crate::codec::encode_ndjson(batch, codec, out),
         RowBody::Json => {
-            let mut writer = arrow_json::LineDelimitedWriter::new(&mut out);
+            let mut writer = arrow_json::LineDelimitedWriter::new(&mut *out);
             if writer.write(batch).and_then(|_| writer.finish()).is_err() {
                 out.clear();
             }
         }
     }
     // JSON escapes newlines inside strings, so a newline always ends a record.
-    let mut rows: Vec<Vec<u8>> = out
-        .split(|byte| *byte == b'\n')
-        .map(<[u8]>::to_vec)
-        .collect();
-    rows.truncate(batch.num_rows());
-    rows.resize(batch.num_rows(), Vec::new());
-    Some(rows)
+    let mut ranges = Vec::with_capacity(batch.num_rows());
+    let mut start = 0;
+    for (at, byte) in out.iter().enumerate() {
+        if ranges.len() == batch.num_rows() {
+            break;
+        }
+        if *byte == b'\n' {
+            ranges.push(start..at);
+            start = at + 1;
+        }
+    }
+    if ranges.len() < batch.num_rows() && start < out.len() {
+        ranges.push(start..out.len());
+    }
+    ranges.resize(batch.num_rows(), 0..0);
+    Some(ranges)
 }
 
 impl ShardState {

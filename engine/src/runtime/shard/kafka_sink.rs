@@ -21,7 +21,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use nervix_connectors::kafka::{KafkaProducer, SendRefused};
 use nervix_connectors::ConnectorError;
 
-use super::http_sink::{eval_rows, row_bodies, RowOutcome};
+use super::http_sink::{encode_rows, eval_rows, RowOutcome};
 use super::ShardState;
 use crate::runtime::clock;
 use crate::runtime::frame::Frame;
@@ -32,17 +32,71 @@ pub const MAX_DELIVERIES_PER_SERVE: usize = 65_536;
 /// Bits of a delivery token that hold the row; the frame's job number sits above them.
 const ROW_BITS: u32 = 32;
 
-/// One row ready to produce: key, headers and value.
-struct PreparedRow {
-    key: Option<Vec<u8>>,
-    headers: Vec<(String, Vec<u8>)>,
-    value: Vec<u8>,
+/// A program's values over a frame as text, with the rows whose evaluation failed.
+type TextColumn = (Result<ArrayRef, String>, HashMap<u32, String>);
+
+/// A frame's records, prepared once over the whole batch: values encoded back to back, KEY and
+/// header columns as text. Rows are read from them in place when produced (no per-row
+/// allocation).
+struct PreparedFrame {
+    values: Vec<u8>,
+    /// Each row's range in `values`; `None`: WITHOUT BODY (empty values).
+    ranges: Option<Vec<std::ops::Range<usize>>>,
+    key: Option<TextColumn>,
+    headers: Vec<(TextColumn, TextColumn)>,
+}
+
+/// The text of `column` at `row`: `Ok(None)` for a null, `Err` for a failed evaluation.
+fn text_at<'a>(column: &'a TextColumn, row: usize, what: &str) -> Result<Option<&'a str>, String> {
+    if let Some(error) = column.1.get(&(row as u32)) {
+        return Err(format!("{what}: {error}"));
+    }
+    let values = column
+        .0
+        .as_ref()
+        .map_err(|error| format!("{what}: {error}"))?;
+    let Some(strings) = values.as_any().downcast_ref::<arrow_array::StringArray>() else {
+        return Err(format!("{what}: not text"));
+    };
+    Ok((!strings.is_null(row)).then(|| strings.value(row)))
+}
+
+impl PreparedFrame {
+    /// Row `row`'s key, headers (into `headers`) and value, or why it cannot be produced.
+    fn row<'a>(
+        &'a self,
+        row: usize,
+        headers: &mut Vec<(&'a str, &'a [u8])>,
+    ) -> Result<(Option<&'a [u8]>, &'a [u8]), String> {
+        headers.clear();
+        let key = match &self.key {
+            // A null key writes a record without a key.
+            Some(key) => text_at(key, row, "KEY")?.map(str::as_bytes),
+            None => None,
+        };
+        for (name, value) in &self.headers {
+            let name = text_at(name, row, "write_header")?;
+            let value = text_at(value, row, "write_header")?;
+            // A null name or value writes no header.
+            if let (Some(name), Some(value)) = (name, value) {
+                headers.push((name, value.as_bytes()));
+            }
+        }
+        let value = match &self.ranges {
+            Some(ranges) => ranges
+                .get(row)
+                .and_then(|range| self.values.get(range.clone()))
+                .unwrap_or_default(),
+            None => &[],
+        };
+        Ok((key, value))
+    }
 }
 
 /// A frame whose rows are being produced.
 struct FrameInFlight {
     frame: Frame,
-    rows: Vec<Result<PreparedRow, String>>,
+    prepared: PreparedFrame,
     /// One outcome per row once known.
     outcomes: Vec<Option<RowOutcome>>,
     /// Rows not yet enqueued (first send, or a retry due at the instant given), in order.
@@ -106,25 +160,19 @@ impl KafkaSinkHandle {
                 if due_ns > now_ns {
                     break;
                 }
-                let prepared = match &flight.rows[row as usize] {
-                    Ok(prepared) => prepared,
+                // Allocates only when the emitter writes headers (librdkafka copies them anyway).
+                let mut headers = Vec::new();
+                let (key, value) = match flight.prepared.row(row as usize, &mut headers) {
+                    Ok(record) => record,
                     Err(error) => {
-                        flight.outcomes[row as usize] = Some(Err(error.clone()));
+                        flight.outcomes[row as usize] = Some(Err(error));
                         flight.unresolved -= 1;
                         flight.to_send.pop_front();
                         continue;
                     }
                 };
-                let headers: Vec<(&str, &[u8])> = prepared
-                    .headers
-                    .iter()
-                    .map(|(name, value)| (name.as_str(), value.as_slice()))
-                    .collect();
                 let token = job << ROW_BITS | u64::from(row);
-                match self
-                    .producer
-                    .send(prepared.key.as_deref(), &prepared.value, &headers, token)
-                {
+                match self.producer.send(key, value, &headers, token) {
                     Ok(()) => {
                         flight.to_send.pop_front();
                     }
@@ -230,56 +278,28 @@ fn settle(
 }
 
 /// The records of `batch`'s rows.
-fn prepare_rows(plan: &KafkaSinkPlan, batch: &RecordBatch) -> Vec<Result<PreparedRow, String>> {
+fn prepare(plan: &KafkaSinkPlan, batch: &RecordBatch) -> PreparedFrame {
     let rows = batch.num_rows();
     let columns: Vec<ArrayRef> = batch.columns().to_vec();
     let now_ns = clock::wall_ns();
-    let eval = |program| eval_rows(program, &columns, rows, now_ns);
-    let key = plan.key.as_ref().map(|program| {
-        let (values, errors) = eval(program);
-        let text = arrow_cast::cast(&values, &arrow_schema::DataType::Utf8)
-            .map_err(|error| format!("KEY: {error}"));
-        (text, errors)
-    });
-    let headers: Vec<_> = plan
-        .headers
-        .iter()
-        .map(|(name, value)| (eval(name), eval(value)))
-        .collect();
-    let mut bodies = row_bodies(&plan.body, batch).map(Vec::into_iter);
-    let text_at = |values: &ArrayRef, row: usize| -> Option<String> {
-        let strings = values.as_any().downcast_ref::<arrow_array::StringArray>()?;
-        (!strings.is_null(row)).then(|| strings.value(row).to_string())
+    let text = |program| -> TextColumn {
+        let (values, errors) = eval_rows(program, &columns, rows, now_ns);
+        let values = arrow_cast::cast(&values, &arrow_schema::DataType::Utf8)
+            .map_err(|error| error.to_string());
+        (values, errors)
     };
-    (0..rows)
-        .map(|row| {
-            let value = bodies.as_mut().and_then(Iterator::next).unwrap_or_default();
-            let at = row as u32;
-            let key = match &key {
-                None => None,
-                Some((_, errors)) if errors.contains_key(&at) => {
-                    return Err(format!("KEY: {}", errors[&at]))
-                }
-                Some((Err(error), _)) => return Err(error.clone()),
-                // A null key writes a record without a key.
-                Some((Ok(text), _)) => text_at(text, row).map(String::into_bytes),
-            };
-            let mut written = Vec::with_capacity(headers.len());
-            for ((name, name_errors), (value, value_errors)) in &headers {
-                if let Some(error) = name_errors.get(&at).or_else(|| value_errors.get(&at)) {
-                    return Err(format!("write_header: {error}"));
-                }
-                if let (Some(name), Some(value)) = (text_at(name, row), text_at(value, row)) {
-                    written.push((name, value.into_bytes()));
-                }
-            }
-            Ok(PreparedRow {
-                key,
-                headers: written,
-                value,
-            })
-        })
-        .collect()
+    let mut values = Vec::new();
+    let ranges = encode_rows(&plan.body, batch, &mut values);
+    PreparedFrame {
+        values,
+        ranges,
+        key: plan.key.as_ref().map(text),
+        headers: plan
+            .headers
+            .iter()
+            .map(|(name, value)| (text(name), text(value)))
+            .collect(),
+    }
 }
 
 impl ShardState {
@@ -305,12 +325,12 @@ impl ShardState {
                 };
                 let job = sink.next_job;
                 sink.next_job = (sink.next_job + 1) & ((1 << ROW_BITS) - 1);
-                let rows = prepare_rows(&sink.plan, &frame.batch);
+                let prepared = prepare(&sink.plan, &frame.batch);
+                let count = frame.num_rows();
                 if resolves_at_handoff {
                     handed_over.push(frame.clone());
                     frame.acks.clear();
                 }
-                let count = rows.len();
                 sink.frames.insert(
                     job,
                     FrameInFlight {
@@ -318,7 +338,7 @@ impl ShardState {
                         outcomes: vec![None; count],
                         to_send: (0..count as u32).map(|row| (row, 0)).collect(),
                         unresolved: count,
-                        rows,
+                        prepared,
                         started_ns: now_ns,
                         resolved_at_handoff: resolves_at_handoff,
                     },
