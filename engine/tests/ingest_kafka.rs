@@ -58,7 +58,8 @@ CREATE WIRE JSON SCHEMA rec_wire MODE STRICT (id integer, value string);
 CREATE CODEC rec_codec FROM WIRE JSON SCHEMA rec_wire TO SCHEMA rec;
 CREATE RELAY recs SCHEMA rec UNBRANCHED;
 CREATE CLIENT kafka_main TYPE KAFKA
-  CONFIG {{'bootstrap.servers' = '{bootstrap}', 'auto.offset.reset' = 'earliest'}};
+  CONFIG {{'bootstrap.servers' = '{bootstrap}', 'auto.offset.reset' = 'earliest',
+          'session.timeout.ms' = '6000', 'heartbeat.interval.ms' = '1000'}};
 CREATE KAFKA TOPIC INGESTOR rec_in
   FROM kafka_main
   TOPIC '{input}'
@@ -298,8 +299,7 @@ START;
     let at = "{domain=\"rej\",ingestor=\"rec_in\",instance=\"0\"}";
     let seeks = support::dataplane::metric(&metrics, &format!("nervix_kafka_seeks_total{at}"));
     assert!(seeks >= Some(1), "a seek back is counted: {seeks:?}");
-    let records =
-        support::dataplane::metric(&metrics, &format!("nervix_kafka_records_total{at}"));
+    let records = support::dataplane::metric(&metrics, &format!("nervix_kafka_records_total{at}"));
     assert!(
         records > Some(n as u64),
         "the rejected record and those after it were read again: {records:?}"
@@ -312,11 +312,12 @@ fn kill_minus_nine_mid_stream_then_restart_delivers_every_record_at_least_once()
     let bootstrap = cluster.bootstrap_servers();
     cluster.create_topic("in", PARTITIONS).expect("topic");
     cluster.create_topic("out", PARTITIONS).expect("topic");
-    let n = 30_000;
+    // A window of 8 records paces the graph so the kill lands mid-stream.
+    let n = 1_500;
     kafka::produce(&bootstrap, "in", &records(n));
     let dir = support::scratch_dir("ingest_kafka_kill");
     let mut node = Node::start(&dir);
-    let body = "MODE ACK PARALLEL MAX 512 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
+    let body = "MODE ACK PARALLEL MAX 8 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
                 RETRY POLICY BACKOFF 10ms MAX 100ms";
     define(
         &mut node.admin(),
@@ -331,6 +332,10 @@ fn kill_minus_nine_mid_stream_then_restart_delivers_every_record_at_least_once()
         .iter()
         .filter_map(|(_, next)| *next)
         .sum();
+    assert!(
+        committed_at_kill < n as i64,
+        "killed mid-stream: {committed_at_kill} of {n} committed"
+    );
     node.restart();
     let read = kafka::read_until(&bootstrap, "out", 120, |read| distinct(read) >= want.len());
     let got = ids(&read);
@@ -449,4 +454,67 @@ fn record_headers_and_metadata_reach_filters_and_routes() {
             "read_header takes the first value in record order"
         );
     }
+}
+
+#[test]
+fn sigterm_drains_and_commits_so_a_restart_repeats_nothing() {
+    let cluster = kafka::cluster(PARTITIONS);
+    let bootstrap = cluster.bootstrap_servers();
+    cluster.create_topic("in", PARTITIONS).expect("topic");
+    cluster.create_topic("out", PARTITIONS).expect("topic");
+    // A window of 8 records and 10 ms flushes pace the graph (~800 records/s), so the stop
+    // lands mid-stream.
+    let n = 1_500;
+    kafka::produce(&bootstrap, "in", &records(n));
+    let dir = support::scratch_dir("ingest_kafka_sigterm");
+    let mut node = Node::start(&dir);
+    let body = "MODE ACK PARALLEL MAX 8 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
+                RETRY POLICY BACKOFF 10ms MAX 100ms";
+    define(
+        &mut node.admin(),
+        &graph("term", &bootstrap, "in", "out", "term", body),
+    );
+    let before = kafka::read_until(&bootstrap, "out", 60, |read| !read.is_empty());
+    assert!(!before.is_empty(), "output started");
+    let pid = node.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let exit = loop {
+        if let Some(exit) = node.child.try_wait().expect("wait") {
+            break exit;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node did not stop after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(exit.success(), "exit status {exit:?}; log:\n{}", node.log());
+    let committed: i64 = kafka::committed(&bootstrap, "in", "term", PARTITIONS)
+        .iter()
+        .filter_map(|(_, next)| *next)
+        .sum();
+    assert!(
+        committed > 0 && committed < n as i64,
+        "stopped mid-stream: {committed} of {n} committed"
+    );
+    node.restart();
+    let want = matching(n);
+    let read = kafka::read_until(&bootstrap, "out", 120, |read| distinct(read) >= want.len());
+    assert_eq!(ids(&read).keys().copied().collect::<BTreeSet<_>>(), want);
+    let all = kafka::read_until(&bootstrap, "out", 30, |read| read.len() >= want.len());
+    assert_eq!(
+        distinct(&all),
+        all.len(),
+        "a graceful stop committed every delivered record: {:?}",
+        ids(&all)
+            .into_iter()
+            .filter(|(_, count)| *count > 1)
+            .take(10)
+            .collect::<Vec<_>>()
+    );
 }

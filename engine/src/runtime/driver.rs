@@ -559,6 +559,13 @@ pub async fn shard_main(
                         .borrow_mut()
                         .undeploy(&domain, ProducerEndReason::IngestorStopped);
                 }
+                // Kafka consumers leave their groups (so the next start need not wait out a
+                // session timeout) and send their last commits.
+                while state.borrow().kafka_consumers_live > 0
+                    && super::clock::physical_ns() < deadline
+                {
+                    glommio::timer::sleep(Duration::from_millis(5)).await;
+                }
                 let _ = done.send(());
                 break;
             }

@@ -61,54 +61,67 @@ pub fn start_consumers(state: &Rc<RefCell<ShardState>>, domain: &str) {
         };
         let label = format!("domain '{domain}': ingestor '{name}' (instance {instance})");
         let state = state.clone();
+        state.borrow_mut().kafka_consumers_live += 1;
         glommio::spawn_local(async move {
-            loop {
-                let consumer = match &plan.offsets {
-                    KafkaOffsets::ConsumerGroup(group) => KafkaConsumer::new(
-                        &plan.config,
-                        ConsumerGroup::Named(group.clone()),
-                        &plan.topic,
-                        plan.ack.is_none(),
-                    ),
-                    KafkaOffsets::Domain { key } => {
-                        let stored = match state.borrow().runtime_state.as_ref() {
-                            Some(runtime) => runtime
-                                .kafka_offsets(key)
-                                .map_err(|error| ConnectorError::permanent(error.to_string())),
-                            None => Ok(Vec::new()),
-                        };
-                        match stored {
-                            Ok(stored) => assigned(&plan, instance, stored).await,
-                            Err(error) => Err(error),
-                        }
-                    }
-                };
-                let consumer = match consumer {
-                    Ok(consumer) => consumer,
-                    Err(error) => {
-                        tracing::error!("{label}: cannot start its Kafka consumer: {error}");
-                        if wait_or_gone(&state, &target).await {
-                            return;
-                        }
-                        continue;
-                    }
-                };
-                tracing::info!(
-                    "{label}: consuming topic '{}' ({:?})",
-                    plan.topic,
-                    plan.offsets
-                );
-                match consume(&state, &target, consumer, &label).await {
-                    Ended::Gone => return,
-                    Ended::Failed => {
-                        if wait_or_gone(&state, &target).await {
-                            return;
-                        }
-                    }
-                }
-            }
+            run_consumer(&state, &target, &plan, instance, &label).await;
+            state.borrow_mut().kafka_consumers_live -= 1;
         })
         .detach();
+    }
+}
+
+/// One consumer instance's life: (re)start its consumer until its intake goes.
+async fn run_consumer(
+    state: &Rc<RefCell<ShardState>>,
+    target: &KafkaTarget,
+    plan: &Arc<KafkaSourcePlan>,
+    instance: u32,
+    label: &str,
+) {
+    loop {
+        let consumer = match &plan.offsets {
+            KafkaOffsets::ConsumerGroup(group) => KafkaConsumer::new(
+                &plan.config,
+                ConsumerGroup::Named(group.clone()),
+                &plan.topic,
+                plan.ack.is_none(),
+            ),
+            KafkaOffsets::Domain { key } => {
+                let stored = match state.borrow().runtime_state.as_ref() {
+                    Some(runtime) => runtime
+                        .kafka_offsets(key)
+                        .map_err(|error| ConnectorError::permanent(error.to_string())),
+                    None => Ok(Vec::new()),
+                };
+                match stored {
+                    Ok(stored) => assigned(plan, instance, stored).await,
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        let consumer = match consumer {
+            Ok(consumer) => consumer,
+            Err(error) => {
+                tracing::error!("{label}: cannot start its Kafka consumer: {error}");
+                if wait_or_gone(state, target).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        tracing::info!(
+            "{label}: consuming topic '{}' ({:?})",
+            plan.topic,
+            plan.offsets
+        );
+        match consume(state, target, consumer, label).await {
+            Ended::Gone => return,
+            Ended::Failed => {
+                if wait_or_gone(state, target).await {
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -219,8 +232,10 @@ async fn consume(
         }
         let polled = {
             let mut shard = state.borrow_mut();
-            // While no record may be taken, poll only when paused (to serve the group).
-            let max = if take == 0 && !paused { 0 } else { take };
+            // While no record may be taken, poll only when paused, to serve the group: a paused
+            // consumer delivers no records, and one that still arrives is not taken (its
+            // partition is rewound to it).
+            let max = if take == 0 && paused { 1 } else { take };
             consumer.poll_batch(max, |record| shard.kafka_take(target, &record))
         };
         let polled = match polled {
@@ -256,12 +271,20 @@ async fn consume(
             glommio::yield_if_needed().await;
         }
     };
-    // Closing waits for librdkafka (leaving the group, queued commits): never on the shard.
+    // Closing waits for librdkafka (leaving the group, sending queued commits): on a thread
+    // of its own, while this task waits so a drain can wait for it in turn.
+    let (closed, close_done) = async_channel::bounded::<()>(1);
     let closer = std::thread::Builder::new()
         .name("nervix-kafka-close".to_string())
-        .spawn(move || consumer.close());
-    if let Err(error) = closer {
-        tracing::warn!("{label}: cannot close the consumer off the shard: {error}");
+        .spawn(move || {
+            consumer.close();
+            let _ = closed.send_blocking(());
+        });
+    match closer {
+        Ok(_) => {
+            let _ = close_done.recv().await;
+        }
+        Err(error) => tracing::warn!("{label}: cannot close the consumer off the shard: {error}"),
     }
     ended
 }

@@ -123,6 +123,10 @@ impl KafkaIntake {
     /// RETRY POLICY backoff; a commit resets it.
     fn offset_actions(&mut self, now_ns: u64, actions: &mut Vec<OffsetAction>) {
         let Some(ack) = self.plan.ack else {
+            // MODE NO ACK tracks nothing but the rewinds of records it could not take.
+            let before = actions.len();
+            self.tracker.actions(actions);
+            self.counters.seeks += (actions.len() - before) as u64;
             return;
         };
         self.counters.rejections += self.tracker.time_out(now_ns, ack.ack_timeout_ns) as u64;
@@ -262,6 +266,7 @@ impl ShardState {
     pub fn kafka_take(&mut self, target: &KafkaTarget, record: &KafkaRecord<'_>) {
         let at = self.instant();
         let now_ns = at.now.physical_ns;
+        let draining = self.draining;
         let Some(run) = self.runs.get_mut(&target.domain) else {
             return;
         };
@@ -270,6 +275,13 @@ impl ShardState {
         };
         let (partition, offset) = (record.partition, record.offset);
         if !intake.tracker.admissible(partition) {
+            return;
+        }
+        let open = run.admission.get(intake.ingestor).is_some_and(|a| a.open);
+        if !open || draining || intake.window_room() == 0 {
+            // Delivered while nothing may be taken (a paused consumer's straggler): read it
+            // again later.
+            intake.tracker.rewind(partition, offset);
             return;
         }
         let root = match intake.plan.ack {

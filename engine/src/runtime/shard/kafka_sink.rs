@@ -27,8 +27,6 @@ use crate::runtime::clock;
 use crate::runtime::frame::Frame;
 use crate::runtime::plan::{EmitterPlan, ErrorPlan, KafkaSinkPlan, SinkPlan};
 
-/// Delivery reports served per call at most (the rest wait for the next call).
-pub const MAX_DELIVERIES_PER_SERVE: usize = 65_536;
 /// Bits of a delivery token that hold the row; the frame's job number sits above them.
 const ROW_BITS: u32 = 32;
 
@@ -202,7 +200,9 @@ impl KafkaSinkHandle {
         self.deliveries.clear();
         self.producer.poll_deliveries(&mut self.deliveries);
         let terms = self.retry_terms();
-        for (token, outcome) in self.deliveries.drain(..).take(MAX_DELIVERIES_PER_SERVE) {
+        // Every report fetched is applied: a report dropped here would leave its frame in
+        // flight forever.
+        for (token, outcome) in self.deliveries.drain(..) {
             let job = token >> ROW_BITS;
             let row = (token & ((1 << ROW_BITS) - 1)) as u32;
             if let Some(flight) = self.frames.get_mut(&job) {

@@ -140,6 +140,8 @@ pub struct ShardState {
     pub runs: HashMap<String, DomainRun>,
     /// A graceful drain runs: sources take nothing new.
     pub draining: bool,
+    /// Kafka consumer tasks still running (a drain waits until they closed their consumers).
+    pub kafka_consumers_live: usize,
     /// Runtime state that survives restarts (Kafka OFFSET BY DOMAIN offsets).
     pub runtime_state: Option<Arc<crate::runtime::state_store::RuntimeState>>,
     /// Every domain the catalog knows, with whether it is started (for open refusals).
@@ -212,6 +214,7 @@ impl ShardState {
             data_dir,
             stop_listeners: None,
             draining: false,
+            kafka_consumers_live: 0,
             runtime_state: None,
             connectors: None,
             extension: None,
