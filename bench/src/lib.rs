@@ -10,11 +10,14 @@
 //! their fixed-seed row generator ([`gen`]), results as a table and one JSON line
 //! ([`report`]), and the compare tool ([`compare`]); plus the criterion benchmarks of the NSPL
 //! front end and the console; and `http-filter-map` ([`http`]): keep-alive HTTP requests of
-//! JSON records into an HTTP ENDPOINT ingestor feeding the same junction. Nexmark and Kafka
-//! scenarios arrive with their connectors.
+//! JSON records into an HTTP ENDPOINT ingestor feeding the same junction; and
+//! `kafka-filter-map` ([`kafka`]): a Kafka topic → KAFKA TOPIC INGESTOR filter+map → KAFKA
+//! TOPIC EMITTER → topic, against librdkafka's mock cluster in a process of its own. Nexmark
+//! arrives with its generator.
 
 pub mod compare;
 pub mod gen;
 pub mod http;
+pub mod kafka;
 pub mod report;
 pub mod scenario;

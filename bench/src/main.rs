@@ -39,6 +39,13 @@ enum Command {
     /// HTTP keep-alive JSON bodies → HTTP ENDPOINT → junction filter+map → in-process consumer.
     #[command(name = "http-filter-map")]
     HttpFilterMap(HttpArguments),
+    /// A Kafka topic of 128 B JSON records → KAFKA TOPIC INGESTOR filter+map → KAFKA TOPIC
+    /// EMITTER → topic, the broker (librdkafka's mock cluster) in a process of its own.
+    #[command(name = "kafka-filter-map")]
+    KafkaFilterMap(KafkaArguments),
+    /// Hosts librdkafka's mock cluster for `kafka-filter-map --broker self` (internal).
+    #[command(name = "kafka-broker", hide = true)]
+    KafkaBroker(KafkaBrokerArguments),
     /// Compare a run's JSON with a baseline's (JSON-lines files: the last record per scenario).
     Compare(CompareArguments),
     /// List the scenarios.
@@ -97,6 +104,48 @@ struct HttpArguments {
 }
 
 #[derive(Args)]
+struct KafkaArguments {
+    /// Sizes the input: this many seconds at 1.5 M records/s (bounded; a debug build uses at
+    /// most 100,000 records). The run lasts as long as the node takes to process it.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Input records, instead of sizing by --seconds (bounded the same way).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Data shards of the embedded node.
+    #[arg(long, default_value_t = NonZeroUsize::MIN)]
+    shards: NonZeroUsize,
+    /// The ingestor's delivery mode: `ack` (ACK PARALLEL MAX 65536 BATCH TIMEOUT 10ms, the
+    /// headline) or `noack` (MODE NO ACK).
+    #[arg(long, default_value = "ack", value_parser = ["ack", "noack"])]
+    mode: String,
+    /// Who hosts the broker: `nervix` (`nervix dev kafka`, the binary next to nervix-bench) or
+    /// `self` (a nervix-bench child hosting the same mock cluster).
+    #[arg(long, default_value = "nervix", value_parser = ["nervix", "self"])]
+    broker: String,
+    /// Give the node's Kafka clients librdkafka's defaults (plus auto.offset.reset) instead of
+    /// the bench's throughput settings.
+    #[arg(long)]
+    default_client_config: bool,
+    /// Pin the shards to CPUs.
+    #[arg(long)]
+    pin: bool,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct KafkaBrokerArguments {
+    /// Partitions of the topics created up front.
+    #[arg(long, default_value_t = 16)]
+    partitions: i32,
+    /// A topic to create up front (repeatable).
+    #[arg(long = "topic")]
+    topics: Vec<String>,
+}
+
+#[derive(Args)]
 struct CompareArguments {
     /// The baseline: a JSON result or JSON lines (e.g. perf/history.jsonl).
     baseline: std::path::PathBuf,
@@ -121,11 +170,16 @@ fn main() -> ExitCode {
         Command::ProducerFilterMap(run) => run_scenario(Transport::Loopback, &run),
         Command::ProducerFilterMapInproc(run) => run_scenario(Transport::InProcess, &run),
         Command::HttpFilterMap(run) => run_http(&run),
+        Command::KafkaFilterMap(run) => run_kafka(&run),
+        Command::KafkaBroker(args) => {
+            nervix_bench::kafka::broker::serve(args.partitions, &args.topics)
+                .map(|()| ExitCode::SUCCESS)
+        }
         Command::Compare(args) => run_compare(&args),
         Command::List => {
             for (name, what) in scenario::SCENARIOS
                 .into_iter()
-                .chain([nervix_bench::http::SCENARIO])
+                .chain([nervix_bench::http::SCENARIO, nervix_bench::kafka::SCENARIO])
             {
                 println!("{name:<28} {what}");
             }
@@ -184,9 +238,50 @@ fn run_http(args: &HttpArguments) -> anyhow::Result<ExitCode> {
     report(&result, args.json)
 }
 
+fn run_kafka(args: &KafkaArguments) -> anyhow::Result<ExitCode> {
+    use nervix_bench::kafka::{broker::BrokerHost, IngestMode, KafkaSettings};
+    let settings = KafkaSettings {
+        seconds: args.seconds,
+        shards: args.shards,
+        records: args.records,
+        mode: if args.mode == "noack" {
+            IngestMode::NoAck
+        } else {
+            IngestMode::AckParallel
+        },
+        broker: if args.broker == "self" {
+            BrokerHost::SelfHosted
+        } else {
+            BrokerHost::Nervix
+        },
+        pin: args.pin,
+        tuned: !args.default_client_config,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let run = runtime.block_on(nervix_bench::kafka::run(&settings))?;
+    drop(runtime);
+    report_with(&run.result, &run.lines, run.extra, args.json)
+}
+
 /// Prints a run's table (and JSON line); exit 1 when rows out differ from matching rows in.
 fn report(result: &nervix_bench::report::RunResult, json: bool) -> anyhow::Result<ExitCode> {
+    report_with(result, &[], serde_json::Map::new(), json)
+}
+
+/// [`report`] with extra lines under the table and extra fields in the JSON object.
+fn report_with(
+    result: &nervix_bench::report::RunResult,
+    lines: &[String],
+    extra: serde_json::Map<String, serde_json::Value>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     println!("{}", result.table());
+    for line in lines {
+        println!("{line}");
+    }
     let passed = result.passed();
     if !passed {
         eprintln!(
@@ -208,7 +303,11 @@ fn report(result: &nervix_bench::report::RunResult, json: bool) -> anyhow::Resul
         result.matching
     );
     if json {
-        println!("{}", result.to_json());
+        let mut object = result.to_json();
+        if let Some(fields) = object.as_object_mut() {
+            fields.extend(extra);
+        }
+        println!("{object}");
     }
     Ok(if passed {
         ExitCode::SUCCESS

@@ -14,15 +14,27 @@
 //! - a relay that cannot take rows makes the request wait (up to [`MAX_BACKPRESSURE_WAIT_MS`],
 //!   then 503 without `Retry-After`): backpressure reaches the sender as latency, not loss.
 //!
+//! A WEBSOCKETS endpoint WITH SIGNALING PROTOCOL runs its handshake on every accepted
+//! connection (`signaling::server`, the same state machine WEBSOCKETS CONNECTION clients
+//! drive): the protocol is fixed at upgrade, ON CONNECT starts right after the 101 (the server
+//! sends first where the protocol says), handshake frames and frames before data opens are not
+//! delivered, and a failed handshake is logged (its reason, never `$state`) and closes the
+//! connection — 1008 when a peer's frame failed it (FAIL, CAPTURE, a later SEND), 1002 when
+//! its TIMEOUT passed, 1011 when the endpoint's own opening SEND failed. The TIMEOUT is
+//! checked by the same watch that closes a quiesced WebSocket, and again when a message
+//! arrives.
+//!
 //! The HTTP machinery (parsing, 413 for bodies over the limit, keep-alive, WebSocket framing,
 //! TLS) is `nervix_net::http`; this module only decides.
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
+use nervix_connectors::websocket::Frame;
 use nervix_net::http::{
-    HeadDecision, HttpService, Method, RequestHead, Response, WsMessage, WsVerdict,
+    HeadDecision, HttpService, Method, RequestHead, Response, WsMessage, WsOutgoing, WsVerdict,
 };
 use nervix_nspl::ast::catalog::EndpointType;
 
@@ -30,6 +42,8 @@ use super::clock;
 use super::offer::WhenWorkersFull;
 use super::shard::endpoint::{EndpointTarget, Offer};
 use super::shard::ShardState;
+use super::signaling::server::{Closing, FrameVerdict, ServerHandshake};
+use super::signaling::SignalingPlan;
 
 /// The longest a request waits for a full graph before it is answered 503.
 pub const MAX_BACKPRESSURE_WAIT_MS: u64 = 5_000;
@@ -41,6 +55,33 @@ pub const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 /// The ingestors one request or WebSocket reaches.
 pub struct EndpointRoute {
     targets: Vec<EndpointTarget>,
+    /// A WebSocket to an endpoint WITH SIGNALING PROTOCOL: its protocol (fixed at upgrade) and,
+    /// once [`HttpService::websocket_opened`] ran, its handshake.
+    signaling: Option<RouteSignaling>,
+}
+
+/// One WebSocket's server-side handshake and what names it in the log.
+struct RouteSignaling {
+    plan: Arc<SignalingPlan>,
+    label: String,
+    handshake: RefCell<Option<ServerHandshake>>,
+}
+
+impl RouteSignaling {
+    /// Logs a failed handshake (its reason names programs and steps or the peer's FAIL value,
+    /// never `$state`) and turns it into the close verdict.
+    fn close(&self, closing: Closing) -> WsVerdict {
+        tracing::warn!(
+            "{}: signaling handshake failed (closing with {}): {}",
+            self.label,
+            closing.code,
+            closing.log_reason
+        );
+        WsVerdict::Close {
+            code: closing.code,
+            reason: closing.wire_reason,
+        }
+    }
 }
 
 /// One shard's service for one listener (plain or TLS).
@@ -186,9 +227,13 @@ impl HttpService for ShardHttp {
                 };
                 return HeadDecision::Respond(verdict.response());
             }
-            return HeadDecision::Upgrade(EndpointRoute { targets });
+            drop(state);
+            return HeadDecision::Upgrade(websocket_route(targets));
         }
-        let route = EndpointRoute { targets };
+        let route = EndpointRoute {
+            targets,
+            signaling: None,
+        };
         if !matches!(head.method, Method::Post | Method::Put) {
             return HeadDecision::Respond(
                 text(405, format!("{} takes POST or PUT", head.path)).header("allow", "POST, PUT"),
@@ -211,6 +256,25 @@ impl HttpService for ShardHttp {
         let payload = match message {
             WsMessage::Text(bytes) | WsMessage::Binary(bytes) => bytes,
         };
+        if let Some(signaling) = &route.signaling {
+            let verdict = match signaling.handshake.borrow_mut().as_mut() {
+                Some(handshake) if !handshake.settled() => {
+                    let frame = match message {
+                        WsMessage::Text(bytes) => {
+                            Frame::Text(String::from_utf8_lossy(bytes).into_owned())
+                        }
+                        WsMessage::Binary(bytes) => Frame::Binary(bytes.to_vec()),
+                    };
+                    handshake.frame(&frame, clock::physical_ns())
+                }
+                _ => FrameVerdict::Deliver,
+            };
+            match verdict {
+                FrameVerdict::Deliver => {}
+                FrameVerdict::Drop => return WsVerdict::Continue,
+                FrameVerdict::Close(closing) => return signaling.close(closing),
+            }
+        }
         // Every message carries the opening upgrade request's headers (WEBSOCKETS ENDPOINT).
         if self.offer(route, payload, &head.headers).await.accepted {
             WsVerdict::Continue
@@ -224,7 +288,25 @@ impl HttpService for ShardHttp {
 
     async fn websocket_closed(&self, route: &EndpointRoute) -> u16 {
         loop {
-            glommio::timer::sleep(Duration::from_millis(WEBSOCKET_WATCH_MS)).await;
+            let mut wait = Duration::from_millis(WEBSOCKET_WATCH_MS);
+            if let Some(deadline) = route.handshake_deadline_ns() {
+                let left = deadline.saturating_sub(clock::physical_ns());
+                wait = wait.min(Duration::from_nanos(left));
+            }
+            glommio::timer::sleep(wait).await;
+            if let Some(signaling) = &route.signaling {
+                let timed_out = signaling
+                    .handshake
+                    .borrow_mut()
+                    .as_mut()
+                    .and_then(|handshake| handshake.check_deadline(clock::physical_ns()));
+                if let Some(closing) = timed_out {
+                    // This future yields only a code: the close frame carries no reason.
+                    let code = closing.code;
+                    signaling.close(closing);
+                    return code;
+                }
+            }
             let state = self.state.borrow();
             let any_live = route
                 .targets
@@ -234,6 +316,80 @@ impl HttpService for ShardHttp {
                 return CLOSE_TRY_AGAIN_LATER;
             }
         }
+    }
+
+    /// Starts the endpoint's signaling handshake (spec: the route and protocol are fixed at
+    /// upgrade); its opening SEND frames are queued for [`HttpService::websocket_outgoing`].
+    async fn websocket_opened(&self, route: &EndpointRoute, _: &RequestHead) -> WsVerdict {
+        let Some(signaling) = &route.signaling else {
+            return WsVerdict::Continue;
+        };
+        let (handshake, closing) =
+            ServerHandshake::start(signaling.plan.clone(), clock::physical_ns());
+        *signaling.handshake.borrow_mut() = Some(handshake);
+        match closing {
+            Some(closing) => signaling.close(closing),
+            None => WsVerdict::Continue,
+        }
+    }
+
+    fn websocket_outgoing(&self, route: &EndpointRoute) -> Vec<WsOutgoing> {
+        let Some(signaling) = &route.signaling else {
+            return Vec::new();
+        };
+        let mut handshake = signaling.handshake.borrow_mut();
+        let Some(handshake) = handshake.as_mut() else {
+            return Vec::new();
+        };
+        handshake
+            .take_outgoing()
+            .into_iter()
+            .map(|frame| match frame {
+                Frame::Text(text) => WsOutgoing::Text(text),
+                Frame::Binary(bytes) => WsOutgoing::Binary(bytes),
+            })
+            .collect()
+    }
+}
+
+impl EndpointRoute {
+    /// When the running handshake's TIMEOUT passes (physical ns).
+    fn handshake_deadline_ns(&self) -> Option<u64> {
+        let signaling = self.signaling.as_ref()?;
+        let handshake = signaling.handshake.borrow();
+        handshake.as_ref()?.deadline_ns()
+    }
+}
+
+/// The route of an accepted upgrade: the first target's signaling protocol drives the
+/// connection (one connection runs one handshake), and targets whose endpoint declares another
+/// protocol (or none) are left out of it — ingestors of one endpoint always agree; endpoints of
+/// different domains sharing a host and path may not.
+fn websocket_route(targets: Vec<EndpointTarget>) -> EndpointRoute {
+    let protocol = |target: &EndpointTarget| {
+        target
+            .endpoint()
+            .and_then(|e| e.signaling.clone())
+            .map(|plan| plan.name.clone())
+    };
+    let first = targets.first().map(protocol).unwrap_or_default();
+    let signaling = targets.first().and_then(|target| {
+        let endpoint = target.endpoint()?;
+        Some(RouteSignaling {
+            plan: endpoint.signaling.clone()?,
+            label: format!(
+                "domain '{}': endpoint '{}'",
+                target.domain, endpoint.endpoint
+            ),
+            handshake: RefCell::new(None),
+        })
+    });
+    EndpointRoute {
+        targets: targets
+            .into_iter()
+            .filter(|target| protocol(target) == first)
+            .collect(),
+        signaling,
     }
 }
 

@@ -109,6 +109,14 @@ pub enum WsVerdict {
     Close { code: u16, reason: &'static str },
 }
 
+/// A data message the server sends on an established WebSocket (e.g. a server-side signaling
+/// handshake's frames), queued by the service and written by the connection loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WsOutgoing {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
 /// The application behind a listener: one per shard, never shared across threads.
 ///
 /// The server is generic over it, so the async methods are called without boxing; implement
@@ -143,6 +151,26 @@ pub trait HttpService: 'static {
     /// itself (e.g. 1013 when the ingestor quiesces). Never resolving is fine. The connection
     /// loop races it against reads; it is created once per connection.
     fn websocket_closed(&self, route: &Self::Route) -> impl Future<Output = u16>;
+
+    /// Once after the upgrade, before any message is read (e.g. to start a server-side
+    /// handshake); a `Close` verdict closes the WebSocket before it reads anything. Then
+    /// [`HttpService::websocket_outgoing`] is drained. The default does nothing.
+    fn websocket_opened(
+        &self,
+        route: &Self::Route,
+        head: &RequestHead,
+    ) -> impl Future<Output = WsVerdict> {
+        let _ = (route, head);
+        async { WsVerdict::Continue }
+    }
+
+    /// Messages the service queued for the client; drained after
+    /// [`HttpService::websocket_opened`] and after every [`HttpService::websocket_message`],
+    /// and written before a close the verdict asks for. The default sends nothing.
+    fn websocket_outgoing(&self, route: &Self::Route) -> Vec<WsOutgoing> {
+        let _ = route;
+        Vec::new()
+    }
 }
 
 /// Errors of the HTTP server and the TLS certificate store. Protocol errors of one request are

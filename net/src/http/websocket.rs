@@ -2,6 +2,10 @@
 //! with [`WsDecoder`] out of the connection's read buffer, hands whole messages to the
 //! service, answers pings, and runs the close handshake.
 //!
+//! A service may also speak first and answer: [`HttpService::websocket_opened`] runs once
+//! after the upgrade, and what [`HttpService::websocket_outgoing`] queued is written after it
+//! and after every message (before any close the verdict asks for).
+//!
 //! Each wait for input races three things: the socket, the service's
 //! [`HttpService::websocket_closed`] (created once per connection) and server shutdown; so a
 //! quiesce (1013) or a stop (1001) closes an idle WebSocket at once. Every close, from either
@@ -16,7 +20,7 @@ use futures_lite::AsyncWriteExt;
 
 use super::server::{Connection, Transport};
 use super::ws::{encode_close, encode_frame, Opcode, WsDecoder, WsEvent, CLOSE_GOING_AWAY};
-use super::{HttpService, WsMessage, WsVerdict};
+use super::{HttpService, WsMessage, WsOutgoing, WsVerdict};
 
 /// How long the server waits for the client's close frame after sending its own.
 pub const CLOSE_GRACE_MS: u64 = 2_000;
@@ -40,6 +44,11 @@ pub(super) async fn run<S: HttpService, T: Transport>(
     let mut decoder = WsDecoder::new(conn.limits.max_ws_message_bytes);
     let service = conn.service;
     let mut closed = std::pin::pin!(service.websocket_closed(&route));
+    let opened = service.websocket_opened(&route, &conn.head).await;
+    queue_outgoing(service, &route, &mut conn.out);
+    if let WsVerdict::Close { code, reason } = opened {
+        return close(conn, &mut decoder, code, reason).await;
+    }
     loop {
         // Everything already buffered first (bytes that followed the upgrade request, or a
         // read that held several frames).
@@ -58,6 +67,7 @@ pub(super) async fn run<S: HttpService, T: Transport>(
                         WsMessage::Binary(decoder.message())
                     };
                     let verdict = service.websocket_message(&route, &conn.head, msg).await;
+                    queue_outgoing(service, &route, &mut conn.out);
                     if let WsVerdict::Close { code, reason } = verdict {
                         return close(conn, &mut decoder, code, reason).await;
                     }
@@ -100,6 +110,16 @@ pub(super) async fn run<S: HttpService, T: Transport>(
             Wake::Stop => {
                 return close(conn, &mut decoder, CLOSE_GOING_AWAY, SHUTDOWN_REASON).await
             }
+        }
+    }
+}
+
+/// Encodes the messages the service queued (flushed with the next flush or close).
+fn queue_outgoing<S: HttpService>(service: &S, route: &S::Route, out: &mut Vec<u8>) {
+    for message in service.websocket_outgoing(route) {
+        match message {
+            WsOutgoing::Text(text) => encode_frame(out, Opcode::Text, text.as_bytes()),
+            WsOutgoing::Binary(bytes) => encode_frame(out, Opcode::Binary, &bytes),
         }
     }
 }

@@ -87,28 +87,44 @@ impl<'d> Builder<'d> {
         .map_err(|error| compile_error(error.to_string()))?;
         let settings = WsClientConfig::from_entries(&entries)
             .map_err(|error| compile_error(error.to_string()))?;
-        let signaling = match signaling_protocol {
-            None => None,
-            Some(name) => {
-                let Some(Statement::Ingestor(IngestorStmt::CreateSignalingProtocol(create))) = self
-                    .entity(ObjectKind::SignalingProtocol, &name.name)
-                    .map(|e| &e.definition)
-                else {
-                    return Err(PlanError::Missing {
-                        entity: owner.to_string(),
-                        what: format!("signaling protocol '{}'", name.name),
-                    });
-                };
-                Some(Arc::new(
-                    SignalingPlan::compile(create).map_err(compile_error)?,
-                ))
-            }
-        };
+        let signaling = signaling_protocol
+            .as_ref()
+            .map(|name| self.signaling_plan(name, owner))
+            .transpose()
+            .map_err(|error| match error {
+                PlanError::Compile { message, .. } => compile_error(message),
+                other => other,
+            })?;
         Ok(ConnectionPlan {
             client: settings,
             signaling,
             codec: self.intake_codec(&codec.name, fields, owner)?,
             quiesce,
         })
+    }
+
+    /// Compiles the signaling protocol `name` for `owner` (a WEBSOCKETS client's ingestor, or
+    /// a WEBSOCKETS ENDPOINT ingestor); a compile error is a [`PlanError::Compile`] whose
+    /// message names the protocol, the clause and the step.
+    pub(super) fn signaling_plan(
+        &self,
+        name: &Ident,
+        owner: &str,
+    ) -> Result<Arc<SignalingPlan>, PlanError> {
+        let Some(Statement::Ingestor(IngestorStmt::CreateSignalingProtocol(create))) = self
+            .entity(ObjectKind::SignalingProtocol, &name.name)
+            .map(|e| &e.definition)
+        else {
+            return Err(PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("signaling protocol '{}'", name.name),
+            });
+        };
+        SignalingPlan::compile(create)
+            .map(Arc::new)
+            .map_err(|message| PlanError::Compile {
+                entity: owner.to_string(),
+                message,
+            })
     }
 }

@@ -7,14 +7,21 @@
 //! case-insensitively (DNS), so they are kept in lower case. A TLS VHOST's certificate is not
 //! part of the plan: the data plane installs the bound bundle in the listeners' certificate
 //! store, so REBIND RESOURCE rotates it without redeploying (or pausing) the graph.
+//!
+//! A TYPE WEBSOCKETS endpoint WITH SIGNALING PROTOCOL carries the protocol compiled into a
+//! [`SignalingPlan`] (as WEBSOCKETS clients do, `plan/connection.rs`), so an invalid program
+//! never reaches a connection.
 
 use nervix_nspl::ast::catalog::{CreateEndpoint, CreateVhost, EndpointType};
 use nervix_nspl::ast::ingestor::{EndpointBody, IngestorHead};
 use nervix_nspl::ast::{CatalogStmt, QuiesceMode};
 use nervix_nspl::{ObjectKind, Statement};
 
+use std::sync::Arc;
+
 use super::{Builder, PlanError};
 use crate::catalog::EntityKey;
+use crate::runtime::signaling::SignalingPlan;
 use crate::validate::route::Field;
 
 /// What a source's senders experience while its ingestor is quiesced (spec: "Quiesce Modes").
@@ -46,6 +53,9 @@ pub struct EndpointPlan {
     pub tls: bool,
     pub codec: super::IntakeCodec,
     pub quiesce: IntakeQuiesce,
+    /// TYPE WEBSOCKETS … WITH SIGNALING PROTOCOL: the handshake every accepted connection runs
+    /// before (or, per ACCEPT DATA, while) its messages reach the ingestor.
+    pub signaling: Option<Arc<SignalingPlan>>,
 }
 
 impl EndpointPlan {
@@ -88,12 +98,29 @@ impl<'d> Builder<'d> {
             Some(Statement::Catalog(CatalogStmt::CreateVhost(vhost))) => vhost,
             _ => return Err(missing(format!("vhost '{}'", endpoint.vhost.name))),
         };
-        if endpoint.signaling_protocol.is_some() {
-            return Err(PlanError::Unsupported {
-                entity: owner.to_string(),
-                what: "an endpoint WITH SIGNALING PROTOCOL".to_string(),
-            });
-        }
+        // Validation admits the clause on TYPE WEBSOCKETS endpoints only.
+        let signaling = match (&endpoint.signaling_protocol, endpoint.endpoint_type) {
+            (None, _) => None,
+            (Some(name), EndpointType::Websockets) => Some(
+                self.signaling_plan(name, owner)
+                    .map_err(|error| match error {
+                        PlanError::Compile { entity, message } => PlanError::Compile {
+                            entity,
+                            message: format!("endpoint '{}': {message}", endpoint.name.name),
+                        },
+                        other => other,
+                    })?,
+            ),
+            (Some(_), other) => {
+                return Err(PlanError::Unsupported {
+                    entity: owner.to_string(),
+                    what: format!(
+                        "WITH SIGNALING PROTOCOL on a TYPE {} endpoint",
+                        other.keyword()
+                    ),
+                })
+            }
+        };
         let codec_name = codec.ok_or_else(|| missing("DECODE USING".to_string()))?;
         let codec = self.intake_codec(&codec_name.name, fields, owner)?;
         let quiesce = match &body.quiesce {
@@ -121,6 +148,7 @@ impl<'d> Builder<'d> {
             tls: vhost.tls.is_some(),
             codec,
             quiesce,
+            signaling,
         })
     }
 }

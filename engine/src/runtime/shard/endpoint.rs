@@ -12,7 +12,12 @@
 //! new payload; a payload's rows never split across groups (the decoder adds a payload
 //! atomically). A relay that cannot take more (backpressure) makes the offer [`Offer::Busy`]:
 //! the connection waits and offers again, so a full graph slows senders instead of losing rows.
-//! Bodies retained during a quiesce drain in arrival order before any new live payload.
+//! Bodies retained during a quiesce drain in arrival order before any new live payload. A JAQ
+//! ON INGESTION codec's retained bodies are unfolded on the node's extension workers, front
+//! body first (spec: "HTTP ENDPOINT And WEBSOCKETS ENDPOINT"): the front body stays in the
+//! buffer, counted, until its records are added; when the workers are full it waits for them
+//! (retrying every [`RETAINED_WORKERS_RETRY_NS`]) instead of being refused, and the bodies
+//! behind it follow in order. A finished unfolding wakes the shard's ticker, which drains on.
 //!
 //! An ingestor whose programs read its source envelope (`IngestorPlan::uses_envelope`) gets its
 //! payloads' transport headers captured beside the decoded rows (`runtime::envelope`): a payload
@@ -21,6 +26,7 @@
 //! ingestors capture nothing.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::Arc;
 
 use crate::runtime::envelope::EnvelopeBuilder;
@@ -33,6 +39,8 @@ use super::ShardState;
 pub const INGEST_GROUP_MESSAGES: usize = 1_024;
 /// ... or after this long without a new payload (DESIGN §5.1: 5 ms source-idle).
 pub const INGEST_GROUP_IDLE_NS: u64 = 5_000_000;
+/// A retained body whose unfolding found the extension workers full tries again after this.
+pub const RETAINED_WORKERS_RETRY_NS: u64 = 1_000_000;
 
 /// The source instance an intake serves: its plan identifies it (a replaced or stopped source
 /// is a different one, whatever its name).
@@ -83,6 +91,14 @@ pub struct PayloadIntake {
     /// Bodies retained by `BUFFER` during a quiesce, in arrival order, and their bytes.
     retained: VecDeque<Retained>,
     retained_bytes: u64,
+    /// JAQ ON INGESTION codecs: the front retained body's unfolding on the extension workers
+    /// (the body stays at the front of `retained`, counted, until its records are added).
+    front_unfolding: Option<FrontUnfolding>,
+    /// Physical ns when a drain that found the extension workers full tries again (0: none).
+    workers_retry_ns: u64,
+    /// Retained bodies unfolded on the extension workers since the buffer last emptied
+    /// (logged once it has).
+    drained_on_workers: u64,
     /// The open group's source envelope, made on the first payload of an ingestor that reads
     /// one.
     envelope: Option<EnvelopeBuilder>,
@@ -119,6 +135,9 @@ impl PayloadIntake {
             last_payload_ns: 0,
             retained: VecDeque::new(),
             retained_bytes: 0,
+            front_unfolding: None,
+            workers_retry_ns: 0,
+            drained_on_workers: 0,
             envelope: None,
             counters: IntakeCounters::default(),
         }
@@ -129,8 +148,11 @@ impl PayloadIntake {
         (self.retained.len(), self.retained_bytes)
     }
 
-    /// Takes the retained bodies (they move to the replacement graph's intake).
+    /// Takes the retained bodies (they move to the replacement graph's intake, whose codec
+    /// unfolds them again: an unfolding in flight here is dropped).
     pub fn take_retained(&mut self) -> (VecDeque<Retained>, u64) {
+        self.front_unfolding = None;
+        self.workers_retry_ns = 0;
         let bytes = std::mem::take(&mut self.retained_bytes);
         (std::mem::take(&mut self.retained), bytes)
     }
@@ -184,9 +206,112 @@ impl PayloadIntake {
         Offer::Accepted
     }
 
-    /// When the open group must close, in physical ns.
+    /// When the open group must close, or a drain that found the extension workers full
+    /// tries again, in physical ns.
     pub fn group_deadline_ns(&self) -> Option<u64> {
-        (self.last_payload_ns != 0).then(|| self.last_payload_ns + INGEST_GROUP_IDLE_NS)
+        let group =
+            (self.last_payload_ns != 0).then(|| self.last_payload_ns + INGEST_GROUP_IDLE_NS);
+        let retry = (self.workers_retry_ns != 0).then_some(self.workers_retry_ns);
+        group.into_iter().chain(retry).min()
+    }
+}
+
+/// The front retained body's unfolding on the extension workers. Its result is collected only
+/// when the ingestor can take rows (the drain checks that first), so it is added at once.
+type FrontUnfolding = nervix_shards::workers::JobHandle<Result<crate::codec::Unfolded, String>>;
+
+/// Wakes the shard's ticker when an unfolding finishes, so the drain goes on at once (the
+/// worker thread completes the job's channel; this waker kicks the ticker, which drains).
+struct KickTicker(async_channel::Sender<()>);
+
+impl std::task::Wake for KickTicker {
+    fn wake(self: Arc<Self>) {
+        let _ = self.0.try_send(());
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let _ = self.0.try_send(());
+    }
+}
+
+/// What the drain does next with an intake's front retained body.
+enum FrontStep {
+    /// Decode it on the shard (codecs without ON INGESTION, or no extension workers).
+    DecodeHere(Retained),
+    /// Its records came back from the workers.
+    Unfolded(Retained, Result<crate::codec::Unfolded, String>),
+    /// Wait: the workers run it or are full (the body stays at the front, counted).
+    Wait,
+}
+
+impl PayloadIntake {
+    /// The drain's next step for the front retained body (see `ShardState::drain_retained`):
+    /// submits its unfolding when it has none, collects it when it finished, and pops the body
+    /// only once it can enter the group.
+    fn front_step(
+        &mut self,
+        extension: Option<&nervix_shards::workers::WorkerClass>,
+        waker: &std::task::Waker,
+        at: Instant,
+    ) -> FrontStep {
+        let plan = match (self.source.codec(), extension) {
+            (codec @ crate::runtime::plan::IntakeCodec::Jaq(plan), Some(_))
+                if codec.unfolds_on_workers() =>
+            {
+                plan.clone()
+            }
+            _ => {
+                return self
+                    .pop_front()
+                    .map_or(FrontStep::Wait, FrontStep::DecodeHere)
+            }
+        };
+        let Some(front) = self.retained.front() else {
+            return FrontStep::Wait;
+        };
+        let mut handle = match self.front_unfolding.take() {
+            Some(unfolding) => unfolding,
+            None => {
+                if self.workers_retry_ns > at.now.physical_ns {
+                    return FrontStep::Wait;
+                }
+                let body = front.body.clone();
+                let job = move || crate::codec::jaq_unfold(&plan, &body).map_err(|e| e.to_string());
+                match extension.map(|workers| workers.try_submit(job)) {
+                    Some(Ok(handle)) => {
+                        self.workers_retry_ns = 0;
+                        handle
+                    }
+                    // Full: the body waits at the front; the ticker tries again shortly.
+                    _ => {
+                        self.workers_retry_ns = at.now.physical_ns + RETAINED_WORKERS_RETRY_NS;
+                        return FrontStep::Wait;
+                    }
+                }
+            }
+        };
+        let mut cx = std::task::Context::from_waker(waker);
+        let result = match std::pin::Pin::new(&mut handle).poll(&mut cx) {
+            std::task::Poll::Ready(result) => result.unwrap_or_else(|error| Err(error.to_string())),
+            std::task::Poll::Pending => {
+                self.front_unfolding = Some(handle);
+                return FrontStep::Wait;
+            }
+        };
+        match self.pop_front() {
+            Some(retained) => {
+                self.drained_on_workers += 1;
+                FrontStep::Unfolded(retained, result)
+            }
+            None => FrontStep::Wait,
+        }
+    }
+
+    /// Takes the front retained body out of the buffer (and out of its bytes).
+    fn pop_front(&mut self) -> Option<Retained> {
+        let retained = self.retained.pop_front()?;
+        self.retained_bytes -= retained.body.len() as u64;
+        Some(retained)
     }
 }
 
@@ -564,7 +689,11 @@ impl ShardState {
         self.drain_retained(at);
     }
 
-    /// Retained bodies of open, ready ingestors enter their groups in arrival order.
+    /// Retained bodies of open, ready ingestors enter their groups in arrival order. A JAQ ON
+    /// INGESTION codec's bodies are unfolded on the extension workers one at a time, front
+    /// first: the front body stays in the buffer (counted in its records and bytes) until its
+    /// records are added, and when the workers are full it waits for them — it was answered
+    /// 202 already, so it is never refused or dropped — and the bodies behind it wait too.
     fn drain_retained(&mut self, at: Instant) {
         let mut work = Vec::new();
         for (domain, run) in &self.runs {
@@ -574,6 +703,11 @@ impl ShardState {
                 }
             }
         }
+        if work.is_empty() {
+            return;
+        }
+        let extension = self.extension.clone();
+        let waker = std::task::Waker::from(Arc::new(KickTicker(self.kick.clone())));
         for (domain, index) in work {
             while let Some(run) = self.runs.get_mut(&domain) {
                 let open = run.admission.get(index).is_some_and(|a| a.open);
@@ -583,12 +717,46 @@ impl ShardState {
                 let Some(Some(intake)) = run.intakes.get_mut(index) else {
                     break;
                 };
-                let Some(retained) = intake.retained.pop_front() else {
-                    break;
-                };
-                intake.retained_bytes -= retained.body.len() as u64;
-                self.decode_into_group(&domain, index, &retained.body, &retained.headers, at);
+                let step = intake.front_step(extension.as_deref(), &waker, at);
+                match step {
+                    FrontStep::Wait => break,
+                    FrontStep::DecodeHere(retained) => self.decode_into_group(
+                        &domain,
+                        index,
+                        &retained.body,
+                        &retained.headers,
+                        at,
+                    ),
+                    FrontStep::Unfolded(retained, result) => self.add_to_group(
+                        &domain,
+                        index,
+                        retained.body.len(),
+                        &retained.headers,
+                        at,
+                        |decoder| decoder.append(result?),
+                    ),
+                }
             }
+            self.log_drained_on_workers(&domain, index);
+        }
+    }
+
+    /// Logs, once the buffer emptied, how many retained bodies the workers unfolded.
+    fn log_drained_on_workers(&mut self, domain: &str, index: usize) {
+        let Some(run) = self.runs.get_mut(domain) else {
+            return;
+        };
+        let Some(Some(intake)) = run.intakes.get_mut(index) else {
+            return;
+        };
+        if intake.retained.is_empty() && intake.drained_on_workers > 0 {
+            tracing::info!(
+                "domain '{domain}': ingestor '{}': {} retained bodies drained, unfolded on the \
+                 extension workers",
+                run.graph.plan.ingestors[index].name,
+                intake.drained_on_workers
+            );
+            intake.drained_on_workers = 0;
         }
     }
 
@@ -599,5 +767,148 @@ impl ShardState {
             .flat_map(|run| run.intakes.iter().flatten())
             .filter_map(PayloadIntake::group_deadline_ns)
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nervix_nspl::ast::catalog::{CatalogStmt, EndpointType};
+    use nervix_nspl::Statement;
+    use nervix_shards::flush::Now;
+    use nervix_shards::workers::{WorkerClass, WorkerClassConfig, DEFAULT_WORKER_STACK_BYTES};
+
+    use super::*;
+    use crate::runtime::plan::IntakeCodec;
+    use crate::types::{DataType, FieldType};
+    use crate::validate::route::Field;
+
+    /// An endpoint intake whose JAQ codec unfolds `.items[]` ON INGESTION, under BUFFER.
+    fn jaq_intake() -> PayloadIntake {
+        let script = nervix_nspl::parse_script(
+            "CREATE CODEC c FROM JSON TO SCHEMA s WITH JAQ TRANSFORMATIONS ON INGESTION \
+             '.items[]';",
+        );
+        let Some(Statement::Catalog(CatalogStmt::CreateCodec(codec))) =
+            script.statements.into_iter().next().map(|s| s.statement)
+        else {
+            panic!("a codec")
+        };
+        let fields = [Field {
+            name: "id".to_string(),
+            ty: FieldType {
+                data_type: DataType::I64,
+                nullable: false,
+                sensitive: false,
+            },
+        }];
+        let plan = crate::codec::JaqCodecPlan::build(&codec, &fields).expect("plan builds");
+        PayloadIntake::new(IntakeSource::Endpoint(Arc::new(EndpointPlan {
+            kind: EndpointType::Http,
+            endpoint: "e".to_string(),
+            vhost: "v".to_string(),
+            hosts: vec!["localhost".to_string()],
+            path: "/".to_string(),
+            tls: false,
+            codec: IntakeCodec::Jaq(Arc::new(plan)),
+            quiesce: IntakeQuiesce::Buffer {
+                max_bytes: 1 << 20,
+                overflow: None,
+            },
+            signaling: None,
+        })))
+    }
+
+    fn at(physical_ns: u64) -> Instant {
+        Instant {
+            now: Now {
+                logical_ns: 0,
+                physical_ns,
+            },
+            snapshot_ns: 0,
+        }
+    }
+
+    fn noop_waker() -> std::task::Waker {
+        struct Noop;
+        impl std::task::Wake for Noop {
+            fn wake(self: Arc<Self>) {}
+        }
+        std::task::Waker::from(Arc::new(Noop))
+    }
+
+    /// Steps until the front body comes back unfolded (the worker runs on its own thread).
+    fn unfolded(intake: &mut PayloadIntake, workers: &WorkerClass, now: u64) -> Retained {
+        let waker = noop_waker();
+        for _ in 0..1_000 {
+            match intake.front_step(Some(workers), &waker, at(now)) {
+                FrontStep::Unfolded(retained, result) => {
+                    assert!(result.is_ok(), "{:?}", result.err());
+                    return retained;
+                }
+                FrontStep::Wait => std::thread::sleep(Duration::from_millis(2)),
+                FrontStep::DecodeHere(_) => panic!("a JAQ ON INGESTION body is not decoded here"),
+            }
+        }
+        panic!("the unfolding never finished")
+    }
+
+    #[test]
+    fn retained_bodies_wait_for_full_workers_then_unfold_front_first() {
+        let workers = WorkerClass::start(WorkerClassConfig {
+            name: "test-extension".to_string(),
+            workers: 1,
+            queue_jobs: 0,
+            stack_bytes: DEFAULT_WORKER_STACK_BYTES,
+        })
+        .expect("workers start");
+        let mut intake = jaq_intake();
+        let first = br#"{"items": [{"id": 1}, {"id": 2}]}"#;
+        let second = br#"{"items": [{"id": 3}]}"#;
+        for body in [&first[..], &second[..]] {
+            assert_eq!(
+                intake.retain(body, Vec::new(), 1 << 20, None),
+                Offer::Accepted
+            );
+        }
+        let bytes = (first.len() + second.len()) as u64;
+
+        // The one worker is busy: the front body waits, still counted, and retries later.
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let busy = workers
+            .try_submit(move || {
+                let _ = blocked.recv();
+            })
+            .expect("the blocker is admitted");
+        let waker = noop_waker();
+        assert!(matches!(
+            intake.front_step(Some(&workers), &waker, at(10)),
+            FrontStep::Wait
+        ));
+        assert_eq!(intake.retained(), (2, bytes));
+        assert_eq!(intake.workers_retry_ns, 10 + RETAINED_WORKERS_RETRY_NS);
+        assert_eq!(
+            intake.group_deadline_ns(),
+            Some(10 + RETAINED_WORKERS_RETRY_NS)
+        );
+        // Before the retry instant nothing is submitted.
+        assert!(matches!(
+            intake.front_step(Some(&workers), &waker, at(11)),
+            FrontStep::Wait
+        ));
+        assert_eq!(workers.counters().refused, 1);
+
+        release.send(()).expect("the blocker waits");
+        futures_lite::future::block_on(busy).expect("the blocker finishes");
+        let later = 10 + RETAINED_WORKERS_RETRY_NS;
+        let front = unfolded(&mut intake, &workers, later);
+        assert_eq!(front.body, first);
+        assert_eq!(intake.retained(), (1, second.len() as u64));
+        let next = unfolded(&mut intake, &workers, later);
+        assert_eq!(next.body, second);
+        assert_eq!(intake.retained(), (0, 0));
+        assert_eq!(intake.drained_on_workers, 2);
+        workers.shutdown();
     }
 }

@@ -1,7 +1,8 @@
 //! Signaling protocols (spec: "WEBSOCKETS CONNECTION", "Data Arriving During The Handshake",
 //! "Sequencing And Captured State"): a `CREATE SIGNALING PROTOCOL` compiled once into a
 //! [`SignalingPlan`] of JAQ programs, and the handshake it describes as a pure state machine
-//! ([`Handshake`]) the connection task drives with events.
+//! ([`Handshake`]) the connection task drives with events. WEBSOCKETS CONNECTION clients drive
+//! it from `runtime/connection.rs`; server-side WEBSOCKETS endpoints through [`server`].
 //!
 //! This module owns the wire format of signaling frames ([`SignalingPlan::encode`],
 //! [`SignalingPlan::decode`]): JSON, YAML, TOML, XML and RAW travel as text frames, CBOR as
@@ -15,6 +16,7 @@
 
 mod handshake;
 mod jaq;
+pub mod server;
 
 use jaq_json::{Num, Val};
 use nervix_connectors::websocket::Frame;
