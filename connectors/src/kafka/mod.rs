@@ -23,7 +23,8 @@ mod mock;
 mod producer;
 
 pub use consumer::{
-    group_offsets, ConsumerGroup, KafkaConsumer, KafkaRecord, RebalanceEvent, ASSIGNED_GROUP_PREFIX,
+    group_offsets, ConsumerGroup, KafkaConsumer, KafkaRecord, RebalanceEvent,
+    ASSIGNED_GROUP_PREFIX, CONSUMER_DEFAULTS,
 };
 pub use headers::{KafkaHeader, KafkaHeaders, INVALID_HEADER_NAME};
 pub use mock::{MockKafka, MAX_MOCK_BROKERS, MAX_MOCK_PARTITIONS};

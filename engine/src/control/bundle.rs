@@ -384,6 +384,29 @@ fn remove_leftovers(resource_dir: &Path) -> Result<(), BundleError> {
     Ok(())
 }
 
+/// fsyncs every file and directory under `dir` (a bundle holds at most
+/// [`MAX_RESOURCE_FILES`] files, so the walk is bounded).
+fn sync_tree(dir: &Path) -> Result<(), BundleError> {
+    for entry in fs::read_dir(dir).map_err(BundleError::io(dir))? {
+        let path = entry.map_err(BundleError::io(dir))?.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            fs::File::open(&path)
+                .and_then(|file| file.sync_all())
+                .map_err(BundleError::io(&path))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// fsyncs a directory, so the entries created or renamed in it survive a crash.
+fn sync_dir(dir: &Path) -> Result<(), BundleError> {
+    fs::File::open(dir)
+        .and_then(|file| file.sync_all())
+        .map_err(BundleError::io(dir))
+}
+
 /// A staging directory, removed on drop unless renamed into place.
 struct Staging {
     path: PathBuf,
@@ -404,9 +427,15 @@ impl Staging {
         })
     }
 
+    /// Makes the staged files durable, renames the directory into place and makes the rename
+    /// durable: a crash leaves either no version or a complete one.
     fn rename_to(mut self, target: &Path) -> Result<(), BundleError> {
+        sync_tree(&self.path)?;
         fs::rename(&self.path, target).map_err(BundleError::io(target))?;
         self.installed = true;
+        if let Some(parent) = target.parent() {
+            sync_dir(parent)?;
+        }
         Ok(())
     }
 }
