@@ -202,3 +202,76 @@ START;
     let bound = started.elapsed().as_millis() as usize / 300 + 2;
     assert!(polls.len() <= bound, "{} polls within {bound}", polls.len());
 }
+
+#[test]
+fn refused_requests_become_error_records_under_send_to() {
+    // /orders/bad is refused (400); the others are delivered.
+    let server = ScriptedServer::start(|request| {
+        let status = if request.path == "/orders/bad" {
+            400
+        } else {
+            200
+        };
+        (status, Vec::new(), Vec::new())
+    });
+    let dir = support::scratch_dir("egress_http_send_to");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    let script = emitter_graph(&server.url())
+        .replace(
+            "CREATE RELAY orders SCHEMA order_row UNBRANCHED;",
+            "CREATE RELAY orders SCHEMA order_row UNBRANCHED;
+CREATE SCHEMA refusal (item STRING, reason STRING);
+CREATE RELAY refusals SCHEMA refusal UNBRANCHED;
+CREATE CLIENT CONSUMER EMITTER refusals_out
+  FROM refusals
+  TO SCHEMA refusal
+    MODE ACK SEQUENTIAL ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE ON MESSAGE ERROR LOG ON GENERAL ERROR LOG;",
+        )
+        .replace(
+            "  FLUSH IMMEDIATE\n  ON MESSAGE ERROR LOG\n  ON GENERAL ERROR LOG;\nSTART;",
+            "  FLUSH IMMEDIATE\n  ON MESSAGE ERROR SEND TO refusals\n    SET item = input.item, \
+             reason = error.message\n  ON GENERAL ERROR LOG;\nSTART;",
+        );
+    assert!(script.contains("SEND TO refusals"), "{script}");
+    define(&mut admin, &script);
+    let rt = runtime();
+    let (outcome, refusal) = rt.block_on(async {
+        let session = nervix_net::client::Session::connect(node.session)
+            .await
+            .expect("session");
+        let mut refusals = consumer(&session, "out", "refusals_out", 4).await;
+        let mut producer = producer(&session, "out", "orders_in", order_fields(), 4, 1 << 20).await;
+        let batch = orders(&[("t1", "a", 1), ("t2", "bad", 2)]);
+        producer.submit(&batch).await.expect("submit");
+        // The error record must be acknowledged before the batch can complete.
+        let delivery = next_delivery(&mut refusals, 20).await;
+        let column = |i: usize| {
+            delivery
+                .batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .expect("a STRING column")
+                .value(0)
+                .to_string()
+        };
+        let refusal = (delivery.batch.num_rows(), column(0), column(1));
+        refusals.ack(delivery.seq).await.expect("ack");
+        let (_, outcome) = tokio::time::timeout(Duration::from_secs(20), producer.next_outcome())
+            .await
+            .expect("an outcome in time")
+            .expect("healthy")
+            .expect("an outcome");
+        (outcome, refusal)
+    });
+    assert_eq!(
+        outcome,
+        Outcome::Completed,
+        "the refused row went to its error relay, so the batch completes"
+    );
+    assert_eq!(refusal.0, 1, "one error record");
+    assert_eq!(refusal.1, "bad");
+    assert!(refusal.2.contains("400"), "the sink's cause: {}", refusal.2);
+}

@@ -518,3 +518,70 @@ fn sigterm_drains_and_commits_so_a_restart_repeats_nothing() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_record_the_producer_refuses_becomes_an_error_record_under_send_to() {
+    let cluster = kafka::cluster(1);
+    let bootstrap = cluster.bootstrap_servers();
+    for topic in ["in", "out", "refused"] {
+        cluster.create_topic(topic, 1).expect("topic");
+    }
+    // Record 1's value is over the emitting client's message.max.bytes (1,000).
+    let long = "x".repeat(1_500);
+    let values = vec![
+        r#"{"id": 0, "value": "box"}"#.to_string(),
+        format!(r#"{{"id": 1, "value": "{long}"}}"#),
+        r#"{"id": 2, "value": "xylophone"}"#.to_string(),
+    ];
+    kafka::produce(&bootstrap, "in", &values);
+    let dir = support::scratch_dir("ingest_kafka_send_to");
+    let node = Node::start(&dir);
+    let script = graph(
+        "refuse",
+        &bootstrap,
+        "in",
+        "out",
+        "refuse",
+        "MODE ACK PARALLEL MAX 64 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
+         RETRY POLICY BACKOFF 10ms MAX 100ms",
+    )
+    .replace(
+        "CREATE KAFKA TOPIC EMITTER rec_out\n  FROM recs\n  TO kafka_main",
+        &format!(
+            "CREATE SCHEMA refusal (id I64, reason STRING);
+CREATE RELAY refusals SCHEMA refusal UNBRANCHED;
+CREATE CLIENT kafka_small TYPE KAFKA
+  CONFIG {{'bootstrap.servers' = '{bootstrap}', 'message.max.bytes' = '1000'}};
+CREATE KAFKA TOPIC EMITTER refusals_out
+  FROM refusals
+  TO kafka_main TOPIC 'refused'
+    MODE ACK PARALLEL MAX 8 ACK TIMEOUT 20s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE KAFKA TOPIC EMITTER rec_out\n  FROM recs\n  TO kafka_small"
+        ),
+    )
+    .replace(
+        "  FLUSH IMMEDIATE\n  ON MESSAGE ERROR LOG\n  ON GENERAL ERROR LOG;\nSTART;",
+        "  FLUSH IMMEDIATE\n  ON MESSAGE ERROR SEND TO refusals\n    SET id = input.id, \
+         reason = error.message\n  ON GENERAL ERROR LOG;\nSTART;",
+    );
+    assert!(script.contains("SEND TO refusals"), "{script}");
+    define(&mut node.admin(), &script);
+    let refused = kafka::read_until(&bootstrap, "refused", 60, |read| !read.is_empty());
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let record: serde_json::Value = serde_json::from_str(&refused[0].value).expect("JSON");
+    assert_eq!(record["id"], 1);
+    let reason = record["reason"].as_str().expect("reason");
+    assert!(reason.to_lowercase().contains("size"), "the producer's cause: {reason}");
+    let out = kafka::read_until(&bootstrap, "out", 30, |read| distinct(read) >= 2);
+    assert_eq!(ids(&out).keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+    // The refused record went to its error relay, so every input position is committed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while kafka::committed(&bootstrap, "in", "refuse", 1) != vec![(0, Some(3))] {
+        assert!(std::time::Instant::now() < deadline, "not committed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -874,35 +874,15 @@ impl<'d> Builder<'d> {
                 client,
                 method,
                 path,
-            } => {
-                if matches!(
-                    create.on_message_error,
-                    nervix_nspl::ast::MessageErrorPolicy::SendTo { .. }
-                ) {
-                    return Err(PlanError::Unsupported {
-                        entity: owner,
-                        what: "ON MESSAGE ERROR SEND TO on an HTTP REQUEST sink".to_string(),
-                    });
-                }
-                SinkPlan::HttpRequest(Arc::new(self.http_sink(
-                    &typed,
-                    create,
-                    &client.name,
-                    (method, path),
-                    &sink_fields,
-                    &owner,
-                )?))
-            }
+            } => SinkPlan::HttpRequest(Arc::new(self.http_sink(
+                &typed,
+                create,
+                &client.name,
+                (method, path),
+                &sink_fields,
+                &owner,
+            )?)),
             SinkBody::KafkaTopic { client, topic, key } => {
-                if matches!(
-                    create.on_message_error,
-                    nervix_nspl::ast::MessageErrorPolicy::SendTo { .. }
-                ) {
-                    return Err(PlanError::Unsupported {
-                        entity: owner,
-                        what: "ON MESSAGE ERROR SEND TO on a KAFKA TOPIC sink".to_string(),
-                    });
-                }
                 SinkPlan::Kafka(Arc::new(self.kafka_sink(
                     &typed,
                     create,

@@ -319,6 +319,79 @@ impl Graph {
             .message_errors += rows;
     }
 
+    /// A sink could not deliver `failed` rows of `frame` (emitter `index` under ON MESSAGE
+    /// ERROR SEND TO): their error records go to the error relay, built from the finalized
+    /// records — `partial_output.*`, and `input.*` too, since an HTTP REQUEST or KAFKA TOPIC
+    /// sink writes its input relay's fields — with `error.message` the sink's cause. Delivered
+    /// rows are acknowledged, failed ones hand their units to their error records, and a row
+    /// whose error record cannot be built negatively acknowledges its payload.
+    pub fn sink_failed(
+        &mut self,
+        index: usize,
+        frame: &Frame,
+        failed: &[(u32, String)],
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let plan = self.plan.clone();
+        let emitter = &plan.emitters[index];
+        let ErrorPlan::SendTo(error) = &emitter.route.on_error else {
+            return;
+        };
+        let columns: Vec<ArrayRef> = frame.batch.columns().to_vec();
+        // No materialized state is bound outside a node's processing: `relay_state.*` reads
+        // in the error SETs see none here.
+        let state: Vec<ArrayRef> = Vec::new();
+        let records = error_record::build(
+            &plan,
+            &emitter.route,
+            error,
+            &error_record::Failed {
+                input: &columns,
+                partial: &columns,
+                rows: failed,
+                incoming: &frame.key,
+                state: &state,
+                envelope: None,
+                now_ns: at.snapshot_ns,
+            },
+        );
+        let mut per_run = vec![0u64; frame.acks.len()];
+        let mut nacked = vec![false; frame.acks.len()];
+        for (key, batch, rows) in records.groups {
+            let acks = derive_runs(&frame.acks, &rows, &mut per_run);
+            self.publish(
+                NodeRef::Emitter(index),
+                error.relay,
+                Frame { batch, key, acks },
+                at,
+                cx,
+            );
+        }
+        mark_nacked(
+            &frame.acks,
+            records.failed.iter().map(|(row, _)| *row),
+            &mut nacked,
+        );
+        for (i, run) in frame.acks.iter().enumerate() {
+            if nacked[i] {
+                cx.nack(run.root);
+            } else {
+                cx.transfer(run.root, u64::from(run.rows), per_run[i]);
+            }
+        }
+        self.node_mut(NodeRef::Emitter(index))
+            .counters
+            .message_errors += failed.len() as u64;
+        if let Some((row, message)) = records.failed.first() {
+            let line = format!(
+                "{}: error record for row {row}: {message}",
+                emitter.route.label
+            );
+            self.log(NodeRef::Emitter(index), vec![line]);
+        }
+    }
+
     /// Whether the ingestor can admit a batch now (none of its frames waits for a relay).
     pub fn ingestor_ready(&self, ingestor: usize) -> bool {
         self.ingestors[ingestor].blocked.is_empty()

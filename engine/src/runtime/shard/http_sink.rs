@@ -352,11 +352,50 @@ impl ShardState {
         let queue = &mut run.graph.emitter_queues[index];
         queue.in_flight = queue.in_flight.saturating_sub(1);
         queue.delivered_rows += delivered;
-        let failures = failed.len() as u64;
-        run.graph.count_sink_errors(index, failures);
         self.counters.rows_delivered += delivered;
-        self.resolve_rows(&frame, &completion.rows, ignore);
+        self.settle_sink_frame(domain, index, &frame, &completion.rows, false);
         self.step();
+    }
+
+    /// Applies a sink's per-row outcomes to `frame` by its emitter's ON MESSAGE ERROR: IGNORE
+    /// acknowledges every row, LOG negatively acknowledges the payloads of failed rows, SEND TO
+    /// turns failed rows into error records. `resolved` frames (NO ACK, DETACHED) hold no
+    /// acknowledgement any more; SEND TO still records their failures.
+    pub(super) fn settle_sink_frame(
+        &mut self,
+        domain: &str,
+        index: usize,
+        frame: &Frame,
+        outcomes: &[RowOutcome],
+        resolved: bool,
+    ) {
+        let Some(run) = self.runs.get(domain) else {
+            return;
+        };
+        let on_error = &run.graph.plan.emitters[index].route.on_error;
+        let (send_to, ignore) = (
+            matches!(on_error, ErrorPlan::SendTo(_)),
+            matches!(on_error, ErrorPlan::Ignore),
+        );
+        let failed: Vec<(u32, String)> = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(row, outcome)| outcome.as_ref().err().map(|e| (row as u32, e.clone())))
+            .collect();
+        if send_to && !failed.is_empty() {
+            let at = self.instant();
+            if let Some(run) = self.runs.get_mut(domain) {
+                run.graph
+                    .sink_failed(index, frame, &failed, at, super::cx!(self));
+            }
+            return;
+        }
+        if let Some(run) = self.runs.get_mut(domain) {
+            run.graph.count_sink_errors(index, failed.len() as u64);
+        }
+        if !resolved {
+            self.resolve_rows(frame, outcomes, ignore);
+        }
     }
 
     /// Acknowledges each acknowledgement run of `frame` by its rows' outcomes: a run with a

@@ -412,16 +412,18 @@ impl ShardState {
                 outcomes.len()
             );
         }
-        let failures = failed.len() as u64;
-        let delivered = outcomes.len() as u64 - failures;
+        let delivered = (outcomes.len() - failed.len()) as u64;
         let queue = &mut run.graph.emitter_queues[index];
         queue.in_flight = queue.in_flight.saturating_sub(1);
         queue.delivered_rows += delivered;
-        run.graph.count_sink_errors(index, failures);
         self.counters.rows_delivered += delivered;
-        if !flight.resolved_at_handoff {
-            self.resolve_rows(&flight.frame, &outcomes, ignore);
-        }
+        self.settle_sink_frame(
+            domain,
+            index,
+            &flight.frame,
+            &outcomes,
+            flight.resolved_at_handoff,
+        );
     }
 }
 
