@@ -575,7 +575,10 @@ CREATE KAFKA TOPIC EMITTER rec_out\n  FROM recs\n  TO kafka_small"
     let record: serde_json::Value = serde_json::from_str(&refused[0].value).expect("JSON");
     assert_eq!(record["id"], 1);
     let reason = record["reason"].as_str().expect("reason");
-    assert!(reason.to_lowercase().contains("size"), "the producer's cause: {reason}");
+    assert!(
+        reason.to_lowercase().contains("size"),
+        "the producer's cause: {reason}"
+    );
     let out = kafka::read_until(&bootstrap, "out", 30, |read| distinct(read) >= 2);
     assert_eq!(ids(&out).keys().copied().collect::<Vec<_>>(), vec![0, 2]);
     // The refused record went to its error relay, so every input position is committed.
