@@ -90,6 +90,42 @@ START;
     )
 }
 
+/// A mock cluster with topics `in` and `out` of `partitions` partitions, and its bootstrap.
+fn in_and_out(partitions: i32) -> (nervix_connectors::kafka::MockKafka, String) {
+    let cluster = kafka::cluster(partitions);
+    let bootstrap = cluster.bootstrap_servers();
+    for topic in ["in", "out"] {
+        cluster.create_topic(topic, partitions).expect("topic");
+    }
+    (cluster, bootstrap)
+}
+
+/// `n` records through domain `name` (group `name`) in a graph paced by an ACK window of 8
+/// records and 10 ms flushes (~800 records/s), so that a stop lands mid-stream; returns once
+/// the first output exists.
+fn paced_stream(name: &str, n: usize) -> (nervix_connectors::kafka::MockKafka, String, Node) {
+    let (cluster, bootstrap) = in_and_out(PARTITIONS);
+    kafka::produce(&bootstrap, "in", &records(n));
+    let node = Node::start(&support::scratch_dir(&format!("ingest_kafka_{name}")));
+    let body = "MODE ACK PARALLEL MAX 8 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
+                RETRY POLICY BACKOFF 10ms MAX 100ms";
+    define(
+        &mut node.admin(),
+        &graph(name, &bootstrap, "in", "out", name, body),
+    );
+    let before = kafka::read_until(&bootstrap, "out", 60, |read| !read.is_empty());
+    assert!(!before.is_empty(), "output started");
+    (cluster, bootstrap, node)
+}
+
+/// Records of `in` that `group` has committed, over every partition.
+fn committed_total(bootstrap: &str, group: &str) -> i64 {
+    kafka::committed(bootstrap, "in", group, PARTITIONS)
+        .iter()
+        .filter_map(|(_, next)| *next)
+        .sum()
+}
+
 /// The ids in `read`, with how often each came.
 fn ids(read: &[kafka::ReadRecord]) -> BTreeMap<i64, usize> {
     let mut ids = BTreeMap::new();
@@ -184,10 +220,7 @@ fn every_mode_moves_the_matching_records_with_keys_and_headers() {
 
 #[test]
 fn two_instances_share_the_partitions_without_loss() {
-    let cluster = kafka::cluster(PARTITIONS);
-    let bootstrap = cluster.bootstrap_servers();
-    cluster.create_topic("in", PARTITIONS).expect("topic");
-    cluster.create_topic("out", PARTITIONS).expect("topic");
+    let (_cluster, bootstrap) = in_and_out(PARTITIONS);
     let n = 2_000;
     kafka::produce(&bootstrap, "in", &records(n));
     let dir = support::scratch_dir("ingest_kafka_instances");
@@ -308,30 +341,11 @@ START;
 
 #[test]
 fn kill_minus_nine_mid_stream_then_restart_delivers_every_record_at_least_once() {
-    let cluster = kafka::cluster(PARTITIONS);
-    let bootstrap = cluster.bootstrap_servers();
-    cluster.create_topic("in", PARTITIONS).expect("topic");
-    cluster.create_topic("out", PARTITIONS).expect("topic");
-    // A window of 8 records paces the graph so the kill lands mid-stream.
     let n = 1_500;
-    kafka::produce(&bootstrap, "in", &records(n));
-    let dir = support::scratch_dir("ingest_kafka_kill");
-    let mut node = Node::start(&dir);
-    let body = "MODE ACK PARALLEL MAX 8 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
-                RETRY POLICY BACKOFF 10ms MAX 100ms";
-    define(
-        &mut node.admin(),
-        &graph("crash", &bootstrap, "in", "out", "crash", body),
-    );
+    let (_cluster, bootstrap, mut node) = paced_stream("crash", n);
     let want = matching(n);
-    // Kill once some (not all) output exists.
-    let before = kafka::read_until(&bootstrap, "out", 60, |read| !read.is_empty());
-    assert!(!before.is_empty(), "output started");
     node.kill();
-    let committed_at_kill: i64 = kafka::committed(&bootstrap, "in", "crash", PARTITIONS)
-        .iter()
-        .filter_map(|(_, next)| *next)
-        .sum();
+    let committed_at_kill: i64 = committed_total(&bootstrap, "crash");
     assert!(
         committed_at_kill < n as i64,
         "killed mid-stream: {committed_at_kill} of {n} committed"
@@ -355,10 +369,7 @@ fn kill_minus_nine_mid_stream_then_restart_delivers_every_record_at_least_once()
 
 #[test]
 fn offset_by_domain_survives_a_restart() {
-    let cluster = kafka::cluster(PARTITIONS);
-    let bootstrap = cluster.bootstrap_servers();
-    cluster.create_topic("in", PARTITIONS).expect("topic");
-    cluster.create_topic("out", PARTITIONS).expect("topic");
+    let (_cluster, bootstrap) = in_and_out(PARTITIONS);
     let n = 300;
     kafka::produce(&bootstrap, "in", &records(n));
     let dir = support::scratch_dir("ingest_kafka_domain");
@@ -392,10 +403,7 @@ fn offset_by_domain_survives_a_restart() {
 
 #[test]
 fn record_headers_and_metadata_reach_filters_and_routes() {
-    let cluster = kafka::cluster(PARTITIONS);
-    let bootstrap = cluster.bootstrap_servers();
-    cluster.create_topic("in", PARTITIONS).expect("topic");
-    cluster.create_topic("out", PARTITIONS).expect("topic");
+    let (_cluster, bootstrap) = in_and_out(PARTITIONS);
     // Even ids carry tenant 'a' (twice: read_header takes the first), odd ones 'b'.
     let n = 40;
     let produced: Vec<(String, Vec<(String, String)>)> = records(n)
@@ -458,24 +466,8 @@ fn record_headers_and_metadata_reach_filters_and_routes() {
 
 #[test]
 fn sigterm_drains_and_commits_so_a_restart_repeats_nothing() {
-    let cluster = kafka::cluster(PARTITIONS);
-    let bootstrap = cluster.bootstrap_servers();
-    cluster.create_topic("in", PARTITIONS).expect("topic");
-    cluster.create_topic("out", PARTITIONS).expect("topic");
-    // A window of 8 records and 10 ms flushes pace the graph (~800 records/s), so the stop
-    // lands mid-stream.
     let n = 1_500;
-    kafka::produce(&bootstrap, "in", &records(n));
-    let dir = support::scratch_dir("ingest_kafka_sigterm");
-    let mut node = Node::start(&dir);
-    let body = "MODE ACK PARALLEL MAX 8 BATCH TIMEOUT 5ms ACK TIMEOUT 10s\n    \
-                RETRY POLICY BACKOFF 10ms MAX 100ms";
-    define(
-        &mut node.admin(),
-        &graph("term", &bootstrap, "in", "out", "term", body),
-    );
-    let before = kafka::read_until(&bootstrap, "out", 60, |read| !read.is_empty());
-    assert!(!before.is_empty(), "output started");
+    let (_cluster, bootstrap, mut node) = paced_stream("term", n);
     let pid = node.child.id().to_string();
     let status = std::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -494,10 +486,7 @@ fn sigterm_drains_and_commits_so_a_restart_repeats_nothing() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert!(exit.success(), "exit status {exit:?}; log:\n{}", node.log());
-    let committed: i64 = kafka::committed(&bootstrap, "in", "term", PARTITIONS)
-        .iter()
-        .filter_map(|(_, next)| *next)
-        .sum();
+    let committed: i64 = committed_total(&bootstrap, "term");
     assert!(
         committed > 0 && committed < n as i64,
         "stopped mid-stream: {committed} of {n} committed"
