@@ -14,117 +14,24 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampNanosecondType,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
-};
-use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType as Arrow;
 use nervix::codec::{
     encode_avro_datum, AvroCodecError, AvroCodecPlan, AvroDecodeCause, AvroDecoder,
     MAX_RECORDS_PER_PAYLOAD,
 };
-use nervix::nspl::ast::catalog::{CatalogStmt, CreateCodec, CreateWireSchema};
-use nervix::nspl::Statement;
-use nervix::types::{DataType, FieldType};
-use nervix::validate::route::Field;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
+
+#[path = "support/codec_cases.rs"]
+mod codec_cases;
+
+use codec_cases::{rows, unhex, BytesAs};
 
 fn plan(nspl: &str) -> Arc<AvroCodecPlan> {
     Arc::new(try_plan(nspl).expect("plan builds"))
 }
 
 fn try_plan(nspl: &str) -> Result<AvroCodecPlan, AvroCodecError> {
-    let script = nervix::nspl::parse_script(nspl);
-    assert!(script.errors.is_empty(), "{:?}", script.errors);
-    let (mut wire, mut codec, mut fields): (Option<CreateWireSchema>, Option<CreateCodec>, _) =
-        (None, None, Vec::new());
-    for s in script.statements {
-        match s.statement {
-            Statement::Catalog(CatalogStmt::CreateWireSchema(w)) => wire = Some(w),
-            Statement::Catalog(CatalogStmt::CreateCodec(c)) => codec = Some(c),
-            Statement::Catalog(CatalogStmt::CreateSchema(schema)) => {
-                fields = schema
-                    .fields
-                    .iter()
-                    .map(|f| Field {
-                        name: f.name.name.clone(),
-                        ty: FieldType {
-                            data_type: DataType::from_type_name(&f.ty),
-                            nullable: f.optional,
-                            sensitive: f.sensitive,
-                        },
-                    })
-                    .collect()
-            }
-            other => panic!("unexpected statement {other:?}"),
-        }
-    }
-    let (wire, codec) = (wire.expect("a wire schema"), codec.expect("a codec"));
-    AvroCodecPlan::build(&codec, &wire, &fields)
-}
-
-fn rows(batch: &RecordBatch) -> Vec<Value> {
-    (0..batch.num_rows())
-        .map(|row| {
-            let mut object = Map::new();
-            for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                object.insert(field.name().clone(), cell(column.as_ref(), row));
-            }
-            Value::Object(object)
-        })
-        .collect()
-}
-
-fn cell(array: &dyn Array, row: usize) -> Value {
-    if array.is_null(row) {
-        return Value::Null;
-    }
-    match array.data_type() {
-        Arrow::UInt8 => json!(array.as_primitive::<UInt8Type>().value(row)),
-        Arrow::Int8 => json!(array.as_primitive::<Int8Type>().value(row)),
-        Arrow::UInt16 => json!(array.as_primitive::<UInt16Type>().value(row)),
-        Arrow::Int16 => json!(array.as_primitive::<Int16Type>().value(row)),
-        Arrow::UInt32 => json!(array.as_primitive::<UInt32Type>().value(row)),
-        Arrow::Int32 => json!(array.as_primitive::<Int32Type>().value(row)),
-        Arrow::UInt64 => json!(array.as_primitive::<UInt64Type>().value(row)),
-        Arrow::Int64 => json!(array.as_primitive::<Int64Type>().value(row)),
-        Arrow::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row))),
-        Arrow::Float64 => float(array.as_primitive::<Float64Type>().value(row)),
-        Arrow::Boolean => json!(array.as_boolean().value(row)),
-        Arrow::Utf8 => json!(array.as_string::<i32>().value(row)),
-        Arrow::Binary => json!(format!("hex:{}", hex(array.as_binary::<i32>().value(row)))),
-        Arrow::Timestamp(..) => json!(array.as_primitive::<TimestampNanosecondType>().value(row)),
-        Arrow::List(_) => elements(array.as_list::<i32>().value(row).as_ref()),
-        Arrow::FixedSizeList(..) => elements(array.as_fixed_size_list().value(row).as_ref()),
-        other => panic!("no JSON form for {other}"),
-    }
-}
-
-/// Floats as JSON numbers; NaN and infinities as strings.
-fn float(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        json!(x.to_string())
-    }
-}
-
-fn elements(values: &dyn Array) -> Value {
-    Value::Array((0..values.len()).map(|i| cell(values, i)).collect())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).expect("hex"))
-        .collect()
+    let (wire, codec, fields) = codec_cases::parts(nspl);
+    AvroCodecPlan::build(&codec, &wire.expect("a wire schema"), &fields)
 }
 
 fn long(value: i64, out: &mut Vec<u8>) {
@@ -214,7 +121,7 @@ fn decode_cases() {
             let batch = decoder.finish();
             assert_eq!(batch.schema(), schema, "{name}");
             let expected = case.get("rows").cloned().unwrap_or(json!([]));
-            let actual = Value::Array(rows(&batch));
+            let actual = Value::Array(rows(&batch, BytesAs::Hex));
             if actual != expected {
                 failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
             }
@@ -335,11 +242,11 @@ fn container_files() {
         assert_eq!(decoder.decode_payload(&file), Ok(5), "{codec:?}");
         let batch = decoder.finish();
         assert_eq!(
-            rows(&batch)[2],
+            rows(&batch, BytesAs::Hex)[2],
             json!({"id": 2, "name": "n2", "tags": ["t"]}),
             "{codec:?}"
         );
-        assert_eq!(rows(&batch)[1]["name"], Value::Null);
+        assert_eq!(rows(&batch, BytesAs::Hex)[1]["name"], Value::Null);
     }
     let error = |payload: &[u8], decoder: &mut AvroDecoder| {
         let e = decoder.decode_payload(payload).expect_err("refused");
@@ -484,7 +391,7 @@ fn arbitrary_bytes_never_panic() {
     );
     let mut decoder = AvroDecoder::new(plan(nspl));
     assert_eq!(decoder.decode_payload(&seed), Ok(1));
-    let rows = rows(&decoder.finish());
+    let rows = rows(&decoder.finish(), BytesAs::Hex);
     assert_eq!(
         rows[0],
         json!({"a": 5, "b": "hi", "m": "{\"k\":[1.5]}", "r": "{\"x\":7,\"y\":\"\\u0000ÿ\",\"e\":\"B\"}",
@@ -571,7 +478,7 @@ fn datums_round_trip() {
     let payload = [first, second].concat();
     assert_eq!(decoder.decode_payload(&payload), Ok(2));
     let batch = decoder.finish();
-    let decoded = rows(&batch);
+    let decoded = rows(&batch, BytesAs::Hex);
     assert_eq!(decoded[0]["at"], json!(1_709_202_896_123_456_789_i64));
     assert_eq!(decoded[0]["e"], json!("DELETED"));
     assert_eq!(decoded[0]["ids"], json!([20, -4]));
@@ -670,7 +577,7 @@ fn shared_avro_files() {
         let mut decoder = AvroDecoder::new(plan);
         match decoder.decode_payload(&bytes) {
             Ok(n) => {
-                let rows = rows(&decoder.finish());
+                let rows = rows(&decoder.finish(), BytesAs::Hex);
                 assert_eq!(rows.len(), n as usize);
                 println!(
                     "{name}: {n} rows, first {}",

@@ -11,52 +11,19 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampNanosecondType,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
-};
-use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType as Arrow;
 use nervix::codec::jaq::{
     emit, unfold, CodecError, DecodeCause, EmitError, JaqCodecPlan, JaqDecoder,
     MAX_RECORDS_PER_PAYLOAD,
 };
-use nervix::nspl::ast::catalog::{CatalogStmt, CreateCodec};
-use nervix::nspl::Statement;
-use nervix::types::{DataType, FieldType};
-use nervix::validate::route::Field;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-fn parts(nspl: &str) -> (CreateCodec, Vec<Field>) {
-    let script = nervix::nspl::parse_script(nspl);
-    assert!(script.errors.is_empty(), "{nspl}: {:?}", script.errors);
-    let (mut codec, mut fields) = (None, Vec::new());
-    for s in script.statements {
-        match s.statement {
-            Statement::Catalog(CatalogStmt::CreateCodec(c)) => codec = Some(c),
-            Statement::Catalog(CatalogStmt::CreateSchema(schema)) => {
-                fields = schema
-                    .fields
-                    .iter()
-                    .map(|f| Field {
-                        name: f.name.name.clone(),
-                        ty: FieldType {
-                            data_type: DataType::from_type_name(&f.ty),
-                            nullable: f.optional,
-                            sensitive: f.sensitive,
-                        },
-                    })
-                    .collect()
-            }
-            other => panic!("unexpected statement {other:?}"),
-        }
-    }
-    (codec.expect("a codec"), fields)
-}
+#[path = "support/codec_cases.rs"]
+mod codec_cases;
+
+use codec_cases::{rows, unhex, BytesAs};
 
 fn try_plan(nspl: &str) -> Result<JaqCodecPlan, CodecError> {
-    let (codec, fields) = parts(nspl);
+    let (_, codec, fields) = codec_cases::parts(nspl);
     JaqCodecPlan::build(&codec, &fields)
 }
 
@@ -64,64 +31,12 @@ fn plan(nspl: &str) -> Arc<JaqCodecPlan> {
     Arc::new(try_plan(nspl).expect("plan builds"))
 }
 
-/// Every row of `batch` as a JSON object.
-fn rows(batch: &RecordBatch) -> Vec<Value> {
-    (0..batch.num_rows())
-        .map(|row| {
-            let mut object = Map::new();
-            for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
-                object.insert(field.name().clone(), cell(column.as_ref(), row));
-            }
-            Value::Object(object)
-        })
-        .collect()
-}
-
-fn cell(array: &dyn Array, row: usize) -> Value {
-    if array.is_null(row) {
-        return Value::Null;
-    }
-    match array.data_type() {
-        Arrow::UInt8 => json!(array.as_primitive::<UInt8Type>().value(row)),
-        Arrow::Int8 => json!(array.as_primitive::<Int8Type>().value(row)),
-        Arrow::UInt16 => json!(array.as_primitive::<UInt16Type>().value(row)),
-        Arrow::Int16 => json!(array.as_primitive::<Int16Type>().value(row)),
-        Arrow::UInt32 => json!(array.as_primitive::<UInt32Type>().value(row)),
-        Arrow::Int32 => json!(array.as_primitive::<Int32Type>().value(row)),
-        Arrow::UInt64 => json!(array.as_primitive::<UInt64Type>().value(row)),
-        Arrow::Int64 => json!(array.as_primitive::<Int64Type>().value(row)),
-        Arrow::Float32 => json!(array.as_primitive::<Float32Type>().value(row)),
-        Arrow::Float64 => json!(array.as_primitive::<Float64Type>().value(row)),
-        Arrow::Boolean => json!(array.as_boolean().value(row)),
-        Arrow::Utf8 => json!(array.as_string::<i32>().value(row)),
-        Arrow::Binary => json!(array.as_binary::<i32>().value(row)),
-        Arrow::Timestamp(..) => json!(array.as_primitive::<TimestampNanosecondType>().value(row)),
-        Arrow::List(_) => elements(array.as_list::<i32>().value(row).as_ref()),
-        Arrow::FixedSizeList(..) => elements(array.as_fixed_size_list().value(row).as_ref()),
-        other => panic!("no JSON form for {other}"),
-    }
-}
-
-fn elements(values: &dyn Array) -> Value {
-    Value::Array((0..values.len()).map(|i| cell(values, i)).collect())
-}
-
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-    digits
-        .chunks(2)
-        .map(|pair| {
-            u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex digit")
-        })
-        .collect()
-}
-
 fn payload_of(case: &Value) -> Vec<u8> {
     if let Some(text) = case.get("payload").and_then(Value::as_str) {
         return text.as_bytes().to_vec();
     }
     if let Some(text) = case.get("payload_hex").and_then(Value::as_str) {
-        return hex(text);
+        return unhex(text);
     }
     let lines: Vec<&str> = case["lines"]
         .as_array()
@@ -157,7 +72,7 @@ fn decode_cases() {
                 case["name"].as_str().unwrap_or("?")
             );
             let result = decoder.decode_payload(&payload_of(case));
-            let got = rows(&decoder.finish());
+            let got = rows(&decoder.finish(), BytesAs::Numbers);
             match (case.get("rows"), case.get("error"), result) {
                 (Some(want), None, Ok(added)) => {
                     if Value::Array(got.clone()) != *want {
@@ -219,7 +134,7 @@ fn plans_are_refused_for_bad_codecs() {
         "{schema} CREATE CODEC c FROM JSON TO SCHEMA s WITH JAQ TRANSFORMATIONS ON INGESTION '{{id: (env | length)}}';"
     ));
     let batch = unfold(&env, b"{}").expect("unfolds").into_batch();
-    assert_eq!(rows(&batch), vec![json!({"id": 0})]);
+    assert_eq!(rows(&batch, BytesAs::Numbers), vec![json!({"id": 0})]);
 }
 
 #[test]
@@ -306,7 +221,7 @@ fn unfolding_runs_on_another_thread_and_appends_atomically() {
         1
     );
     assert_eq!(
-        rows(&decoder.finish()),
+        rows(&decoder.finish(), BytesAs::Numbers),
         vec![
             json!({"id": 1, "name": "a"}),
             json!({"id": 2, "name": "b"}),
@@ -354,7 +269,11 @@ fn round_trip(format: &str, ingestion: &str, emitting: &str, payload: &[u8]) -> 
         });
         emitted.push(out);
     }
-    assert_eq!(rows(&decoder.finish()), rows(&batch), "{format}");
+    assert_eq!(
+        rows(&decoder.finish(), BytesAs::Numbers),
+        rows(&batch, BytesAs::Numbers),
+        "{format}"
+    );
     emitted
 }
 
@@ -387,7 +306,7 @@ fn on_emitting_round_trips_in_every_format() {
         "CBOR",
         ".",
         ".",
-        &hex("a4 62 6964 07 64 6e616d65 61 61 62 6f6b f5 64 74616773 81 61 78"),
+        &unhex("a4 62 6964 07 64 6e616d65 61 61 62 6f6b f5 64 74616773 81 61 78"),
     );
     let xml = round_trip(
         "XML",
