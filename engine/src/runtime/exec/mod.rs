@@ -1,5 +1,9 @@
-//! Node work on whole batches: the working-message model of a route ([`route`]) and the error
-//! records of `ON MESSAGE ERROR SEND TO` ([`error_record`]).
+//! Node work on whole batches: the working-message model of a route ([`route`]), the error
+//! records of `ON MESSAGE ERROR SEND TO` ([`error_record`]), and the branch-local state of the
+//! stateful processors: a deduplicator's keyspace ([`dedup`]) and a reorderer's ordering
+//! buffer ([`reorder`]).
 
+pub mod dedup;
 pub mod error_record;
+pub mod reorder;
 pub mod route;

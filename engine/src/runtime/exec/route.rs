@@ -426,3 +426,20 @@ pub fn node_filter(
         },
     )
 }
+
+/// The values of `program` read from the input row alone (a deduplicator's keys, a reorderer's
+/// ordering values): one per row, failures per row.
+pub fn input_values(
+    program: &Program,
+    input: &[ArrayRef],
+    num_rows: usize,
+    now_ns: i64,
+) -> crate::vm::Evaluated {
+    let sources: [&[ArrayRef]; 6] = [input, &[], &[], &[], &[], &[]];
+    program.eval(&EvalContext {
+        sources: &sources,
+        num_rows,
+        now_ns,
+        envelope: None,
+    })
+}

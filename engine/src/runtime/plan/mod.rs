@@ -18,6 +18,7 @@ mod intake_codec;
 mod kafka;
 mod route;
 mod sink_expr;
+mod work;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,6 +45,7 @@ use nervix_shards::flush::FlushPolicy;
 pub use connection::ConnectionPlan;
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpSinkPlan, PollPlan, RowBody};
+pub use work::NodeWork;
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
@@ -212,6 +214,8 @@ pub struct ProcessorPlan {
     pub state: Vec<StatePlan>,
     pub filter: Option<Program>,
     pub routes: Vec<RoutePlan>,
+    /// What runs between the filters and the routes.
+    pub work: NodeWork,
     pub detached: bool,
 }
 
@@ -724,7 +728,10 @@ impl<'d> Builder<'d> {
     fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
         let owner = entity.key.to_string();
         let feed = match &create.def {
-            ProcessorDef::Junction { feed } | ProcessorDef::Reingestor { feed } => feed,
+            ProcessorDef::Junction { feed }
+            | ProcessorDef::Reingestor { feed }
+            | ProcessorDef::Deduplicator { feed, .. }
+            | ProcessorDef::Reorderer { feed, .. } => feed,
             other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
@@ -739,6 +746,7 @@ impl<'d> Builder<'d> {
             Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
             None => None,
         };
+        let work = self.node_work(&typed, &create.def, &fields, &owner)?;
         let incoming = create.branching.as_ref();
         let mut routes = Vec::with_capacity(create.routes.len());
         for written in &create.routes {
@@ -754,6 +762,7 @@ impl<'d> Builder<'d> {
             state,
             filter,
             routes,
+            work,
             detached: create.attachment == Some(Attachment::Detached),
         });
         Ok(())

@@ -18,13 +18,14 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod work;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use std::num::NonZeroUsize;
 
-use arrow_select::filter::FilterBuilder;
 
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
@@ -39,6 +40,7 @@ use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
 use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan, StatePlan, StatePolicyPlan};
+use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.
 pub const EMITTER_QUEUE_FRAMES: usize = 4;
@@ -172,10 +174,14 @@ pub struct Graph {
     /// step), and whether it stopped with frames left because of it.
     pub deliver_budget: usize,
     pub deferred: bool,
+    /// Per processor: its branch-local node-work state (deduplication keys, ordering buffers).
+    work: Vec<WorkState>,
+    /// Set while held rows run through their routes (their node work already ran).
+    releasing: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
-enum Resolution {
+pub(super) enum Resolution {
     Bound(Vec<ArrayRef>),
     Skip,
     Wait,
@@ -274,6 +280,8 @@ impl Graph {
             armed_ns: None,
             deliver_budget: usize::MAX,
             deferred: false,
+            work: plan.processors.iter().map(|p| WorkState::new(&p.work)).collect(),
+            releasing: false,
             plan,
         }
     }
@@ -491,63 +499,67 @@ impl Graph {
         input_filter: Option<&crate::vm::Program>,
         node_filter_program: Option<&crate::vm::Program>,
         routes: &[RoutePlan],
-        mut envelope: Option<Envelope>,
+        envelope: Option<Envelope>,
         detached: bool,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let num_rows = frame.num_rows();
         let plan = self.plan.clone();
         let mut per_run = vec![0u64; frame.acks.len()];
         let mut nacked = vec![false; frame.acks.len()];
         let mut logs: Vec<String> = Vec::new();
-        self.node_mut(node).counters.rows_in += num_rows as u64;
+        if !self.releasing {
+            self.node_mut(node).counters.rows_in += frame.num_rows() as u64;
+        }
         // Node-level filters: FROM … WHERE and FILTER WHERE, on the input row.
-        let mut columns: Vec<ArrayRef> = frame.batch.columns().to_vec();
-        let mut rows = num_rows;
-        let mut kept_rows: Option<UInt32Array> = None;
+        let mut kept = Kept::all(frame, envelope);
         let topic = match node {
             NodeRef::Ingestor(index) => metadata_topic(&plan.ingestors[index].source),
             _ => None,
         };
         for program in [input_filter, node_filter_program].into_iter().flatten() {
-            let view = envelope.as_ref().map(|e| e.view(topic));
-            let (mask, errors) =
-                node_filter(program, &columns, view.as_ref(), rows, at.snapshot_ns);
+            let view = kept.envelope.as_ref().map(|e| e.view(topic));
+            let (mask, errors) = node_filter(
+                program,
+                &kept.columns,
+                view.as_ref(),
+                kept.rows,
+                at.snapshot_ns,
+            );
             if !errors.is_empty() {
-                let index_of = |row: u32| match &kept_rows {
-                    Some(k) => k.value(row as usize),
-                    None => row,
-                };
-                let failed: Vec<u32> = errors.iter().map(|(row, _)| index_of(row)).collect();
+                let failed: Vec<u32> = errors.iter().map(|(row, _)| kept.frame_row(row)).collect();
                 for (row, message) in errors.iter().take(1) {
-                    logs.push(format!("filter failed on row {}: {message}", index_of(row)));
+                    logs.push(format!(
+                        "filter failed on row {}: {message}",
+                        kept.frame_row(row)
+                    ));
                 }
                 mark_nacked(&frame.acks, failed.into_iter(), &mut nacked);
                 self.node_mut(node).counters.message_errors += errors.len() as u64;
             }
-            let filtered = rows - mask.true_count();
+            let filtered = kept.keep(&mask, frame.acks.len() > 1);
             self.node_mut(node).counters.filtered_rows += filtered as u64;
-            if filtered > 0 {
-                let predicate = FilterBuilder::new(&mask).optimize().build();
-                columns = columns
-                    .iter()
-                    .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
-                    .collect();
-                envelope = envelope.map(|e| e.filter(&predicate));
-                if frame.acks.len() > 1 {
-                    // Several payloads: remember which frame row each kept row is.
-                    let base = kept_rows
-                        .take()
-                        .unwrap_or_else(|| UInt32Array::from_iter_values(0..rows as u32));
-                    kept_rows = predicate
-                        .filter(&base)
-                        .ok()
-                        .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned());
+        }
+        // Node-specific work (spec "Processing order", step 3).
+        if let (NodeRef::Processor(index), false) = (node, self.releasing) {
+            let held =
+                self.node_work(index, frame, &mut kept, detached, at, cx, &mut nacked, &mut logs);
+            if held {
+                for (run, failed) in frame.acks.iter().zip(&nacked) {
+                    if *failed {
+                        cx.nack(run.root);
+                    }
                 }
-                rows = mask.true_count();
+                self.log(node, logs);
+                return;
             }
         }
+        let Kept {
+            columns,
+            rows,
+            kept_rows,
+            envelope,
+        } = kept;
         let mut out_frames: Vec<(RelayId, Frame)> = Vec::new();
         // Materialized state bound for this batch, as columns of the batch's length.
         self.broadcast_state = broadcast(&self.bound_state, rows);
@@ -1201,6 +1213,7 @@ impl Graph {
         for states in &mut self.states {
             states.remove(key);
         }
+        self.drop_work_state(key);
         let nodes = self.node_refs(false);
         for node in nodes {
             let waiting = std::mem::take(&mut self.node_mut(node).waiting);
@@ -1257,12 +1270,14 @@ impl Graph {
 
     fn flush_due(&mut self, at: Instant, cx: &mut Ctx<'_>) {
         self.release_collected(None, at, cx);
+        self.release_work(None, at, cx);
         self.flush_routes(None, at, cx);
     }
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
     pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
         self.release_collected(Some(key), at, cx);
+        self.release_work(Some(key), at, cx);
         self.flush_routes(Some(key), at, cx);
     }
 
@@ -1322,6 +1337,7 @@ impl Graph {
         for table in &self.branch_tables {
             physical = min_opt(physical, table.next_expiry_ns());
         }
+        logical = min_opt(logical, self.work_deadline());
         (logical, physical)
     }
 

@@ -1,0 +1,157 @@
+//! The keyspace of one DEDUPLICATOR branch: which keys were seen, and when first.
+//!
+//! A row's key is the arrow-row encoding of its `DEDUPLICATE ON` values (one byte string that
+//! orders and compares like the values, nulls included), hashed with xxh3-128. The keyspace
+//! keeps the 128-bit hash, not the bytes, so memory per key is fixed and admitting a row never
+//! allocates; two different keys collide with probability about n²/2¹²⁹, which for the bound
+//! below is under 10⁻²⁴ — accepted and documented (docs/decisions.md).
+//!
+//! Why it is exact: a key is a duplicate while `now − first_seen < MAX TIME` (spec: "each key
+//! expires MAX TIME after its … first sighting"); first sightings are queued in time order
+//! (execution snapshots of one domain never go back), so expiry pops the queue's front and
+//! removes the key only when the map still holds that same sighting. Duplicates inside one
+//! batch are caught because the batch's rows are admitted in order.
+//!
+//! Bounded: at most [`MAX_KEYS_PER_BRANCH`] live keys; a row whose new key would exceed it is
+//! refused (the caller negatively acknowledges it, so nothing is lost and the source redelivers
+//! after keys expire).
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+
+use arrow_array::ArrayRef;
+use arrow_row::{RowConverter, SortField};
+
+/// Live keys one branch may hold (about 48 bytes each: map entry and expiry queue entry).
+pub const MAX_KEYS_PER_BRANCH: usize = 4_194_304;
+
+/// What admitting one row decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sighting {
+    /// The key's first sighting within MAX TIME: the row goes on.
+    First,
+    /// Seen within MAX TIME: the row is dropped (and acknowledged).
+    Duplicate,
+    /// The keyspace is full: the row is refused.
+    Full,
+}
+
+/// The keys of one branch with their first-seen times (domain ns).
+#[derive(Debug, Default)]
+pub struct Keyspace {
+    first_seen: HashMap<u128, i64>,
+    by_time: VecDeque<(i64, u128)>,
+}
+
+impl Keyspace {
+    pub fn len(&self) -> usize {
+        self.first_seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first_seen.is_empty()
+    }
+
+    /// Forgets keys first seen at or before `now_ns − max_time_ns`.
+    pub fn expire(&mut self, now_ns: i64, max_time_ns: u64) {
+        let cutoff = now_ns.saturating_sub(max_time_ns.min(i64::MAX as u64) as i64);
+        while let Some(&(seen, key)) = self.by_time.front() {
+            if seen > cutoff {
+                break;
+            }
+            self.by_time.pop_front();
+            if self.first_seen.get(&key) == Some(&seen) {
+                self.first_seen.remove(&key);
+            }
+        }
+    }
+
+    /// Admits one key hash seen at `now_ns`.
+    pub fn admit(&mut self, key: u128, now_ns: i64) -> Sighting {
+        if self.first_seen.contains_key(&key) {
+            return Sighting::Duplicate;
+        }
+        if self.first_seen.len() >= MAX_KEYS_PER_BRANCH {
+            return Sighting::Full;
+        }
+        self.first_seen.insert(key, now_ns);
+        self.by_time.push_back((now_ns, key));
+        Sighting::First
+    }
+
+    /// Installs a key with its archived first sighting (restore); a later sighting of the
+    /// same key keeps the earlier time.
+    pub fn restore(&mut self, key: u128, first_seen_ns: i64) {
+        if self.first_seen.len() >= MAX_KEYS_PER_BRANCH {
+            return;
+        }
+        let entry = self.first_seen.entry(key).or_insert(first_seen_ns);
+        if *entry == first_seen_ns {
+            // Restores arrive in time order (they are written from `entries`).
+            self.by_time.push_back((first_seen_ns, key));
+        }
+    }
+
+    /// Every live key with its first sighting, oldest first (backups and snapshots).
+    pub fn entries(&self) -> impl Iterator<Item = (u128, i64)> + '_ {
+        self.by_time
+            .iter()
+            .filter(|(seen, key)| self.first_seen.get(key) == Some(seen))
+            .map(|(seen, key)| (*key, *seen))
+    }
+}
+
+/// Hashes every row's key values (`values`: one array per `DEDUPLICATE ON` expression, all of
+/// `rows` rows) into `out`. Fails only when arrow-row cannot encode a type, which validation
+/// rules out for scalar keys.
+pub fn key_hashes(
+    converter: &mut RowConverter,
+    values: &[ArrayRef],
+    rows: Range<usize>,
+    out: &mut Vec<u128>,
+) -> Result<(), arrow_schema::ArrowError> {
+    out.clear();
+    let encoded = converter.convert_columns(values)?;
+    out.extend(
+        rows.map(|row| xxhash_rust::xxh3::xxh3_128(encoded.row(row).as_ref())),
+    );
+    Ok(())
+}
+
+/// A converter for keys of `values`' types.
+pub fn key_converter(values: &[ArrayRef]) -> Result<RowConverter, arrow_schema::ArrowError> {
+    RowConverter::new(
+        values
+            .iter()
+            .map(|v| SortField::new(v.data_type().clone()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_a_duplicate_until_max_time_after_its_first_sighting() {
+        let mut space = Keyspace::default();
+        assert_eq!(space.admit(7, 100), Sighting::First);
+        assert_eq!(space.admit(7, 150), Sighting::Duplicate);
+        space.expire(199, 100);
+        assert_eq!(space.admit(7, 199), Sighting::Duplicate);
+        space.expire(200, 100);
+        assert!(space.is_empty());
+        assert_eq!(space.admit(7, 200), Sighting::First);
+    }
+
+    #[test]
+    fn restored_keys_expire_from_their_archived_sighting() {
+        let mut space = Keyspace::default();
+        space.restore(1, 10);
+        space.restore(2, 20);
+        assert_eq!(space.entries().collect::<Vec<_>>(), vec![(1, 10), (2, 20)]);
+        space.expire(115, 100);
+        assert_eq!(space.admit(1, 115), Sighting::First);
+        assert_eq!(space.admit(2, 115), Sighting::Duplicate);
+    }
+}

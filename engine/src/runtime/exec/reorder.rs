@@ -1,0 +1,304 @@
+//! The ordering buffer of one REORDERER branch (spec: "Reorderer").
+//!
+//! Rows are held with the values of their `BY` expressions and the domain instant they
+//! arrived. A row may wait at most MAX TIME: when the oldest held row's time is up, the buffer
+//! sorts everything it holds by `BY` (arrival order breaking ties) and releases, in that order,
+//! every row up to and including the last due one. So a row never leaves before a row that
+//! sorts ahead of it and arrived in time, and the output is in `BY` order whenever rows are at
+//! most MAX TIME late; a row later than that leaves behind rows it should have preceded
+//! (documented; it is never dropped).
+//!
+//! Acknowledgements stay with their rows: each held chunk keeps its run-length runs, and a
+//! release hands back the released rows' runs in output order (a run per consecutive stretch of
+//! one root, so a payload's rows may now be split into several runs).
+//!
+//! Bounded: at most [`MAX_HELD_ROWS_PER_BRANCH`] rows; past it the buffer releases its first
+//! rows in order as if they were due, so memory stays bounded and nothing is lost.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Int64Array, UInt32Array};
+use arrow_ord::sort::{lexsort_to_indices, SortColumn};
+use arrow_schema::ArrowError;
+use arrow_select::concat::concat;
+use arrow_select::take::take;
+
+use crate::runtime::frame::AckRun;
+
+/// Rows one branch may hold before it releases early.
+pub const MAX_HELD_ROWS_PER_BRANCH: usize = 1_048_576;
+
+/// Marks rows that carry no acknowledgement (a DETACHED reorderer).
+const NO_RUN: u32 = u32::MAX;
+
+struct Chunk {
+    columns: Vec<ArrayRef>,
+    keys: Vec<ArrayRef>,
+    /// Per row: arrival instant, domain ns.
+    arrival: ArrayRef,
+    acks: Vec<AckRun>,
+}
+
+/// Rows released in order, with the runs of their acknowledgements.
+pub struct Released {
+    pub columns: Vec<ArrayRef>,
+    pub num_rows: usize,
+    pub acks: Vec<AckRun>,
+}
+
+/// One branch's held rows.
+#[derive(Default)]
+pub struct OrderBuffer {
+    chunks: Vec<Chunk>,
+    rows: usize,
+    /// The earliest arrival held.
+    earliest_ns: Option<i64>,
+}
+
+impl OrderBuffer {
+    pub fn held_rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Holds `columns` (the filtered input) with their `keys` (one array per BY expression),
+    /// arrived at `arrival_ns`; `acks` cover the rows, or are empty (detached).
+    pub fn hold(
+        &mut self,
+        columns: Vec<ArrayRef>,
+        keys: Vec<ArrayRef>,
+        rows: usize,
+        arrival_ns: i64,
+        acks: Vec<AckRun>,
+    ) {
+        if rows == 0 {
+            return;
+        }
+        self.chunks.push(Chunk {
+            columns,
+            keys,
+            arrival: Arc::new(Int64Array::from_value(arrival_ns, rows)),
+            acks,
+        });
+        self.rows += rows;
+        self.earliest_ns = Some(self.earliest_ns.map_or(arrival_ns, |e| e.min(arrival_ns)));
+    }
+
+    /// When the oldest held row is due, domain ns.
+    pub fn due_ns(&self, max_time_ns: u64) -> Option<i64> {
+        self.earliest_ns
+            .map(|earliest| earliest.saturating_add(max_time_ns.min(i64::MAX as u64) as i64))
+    }
+
+    /// Releases what is due at `now_ns` (everything when `force`), in BY order.
+    pub fn release(
+        &mut self,
+        now_ns: i64,
+        max_time_ns: u64,
+        force: bool,
+    ) -> Result<Option<Released>, ArrowError> {
+        let overfull = self.rows > MAX_HELD_ROWS_PER_BRANCH;
+        let due = self.due_ns(max_time_ns).is_some_and(|due| due <= now_ns);
+        if self.rows == 0 || !(force || due || overfull) {
+            return Ok(None);
+        }
+        let chunks = std::mem::take(&mut self.chunks);
+        let rows = std::mem::take(&mut self.rows);
+        self.earliest_ns = None;
+
+        let width = chunks[0].columns.len();
+        let key_width = chunks[0].keys.len();
+        let gather = |pick: &dyn Fn(&Chunk) -> &ArrayRef| -> Result<ArrayRef, ArrowError> {
+            let parts: Vec<&dyn Array> = chunks.iter().map(|c| pick(c).as_ref()).collect();
+            concat(&parts)
+        };
+        let columns = (0..width)
+            .map(|i| gather(&|c: &Chunk| &c.columns[i]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys = (0..key_width)
+            .map(|i| gather(&|c: &Chunk| &c.keys[i]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let arrival = gather(&|c: &Chunk| &c.arrival)?;
+        // Per row: the index of its run in `runs`, so acknowledgements follow the sort.
+        let mut runs: Vec<AckRun> = Vec::new();
+        let mut run_of_row: Vec<u32> = Vec::with_capacity(rows);
+        for chunk in &chunks {
+            if chunk.acks.is_empty() {
+                let n = chunk.arrival.len();
+                run_of_row.extend(std::iter::repeat_n(NO_RUN, n));
+                continue;
+            }
+            for run in &chunk.acks {
+                run_of_row.extend(std::iter::repeat_n(runs.len() as u32, run.rows as usize));
+                runs.push(*run);
+            }
+        }
+        let run_of_row: ArrayRef = Arc::new(UInt32Array::from(run_of_row));
+        // Arrival, then position, break ties: the sort is stable in arrival order.
+        let position: ArrayRef = Arc::new(UInt32Array::from_iter_values(0..rows as u32));
+        let mut sort: Vec<SortColumn> = keys
+            .iter()
+            .map(|values| SortColumn {
+                values: values.clone(),
+                options: None,
+            })
+            .collect();
+        for tiebreak in [&arrival, &position] {
+            sort.push(SortColumn {
+                values: tiebreak.clone(),
+                options: None,
+            });
+        }
+        let order = lexsort_to_indices(&sort, None)?;
+        let sorted_arrival = take(arrival.as_ref(), &order, None)?;
+        let sorted_arrival = sorted_arrival
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| ArrowError::CastError("arrival is not I64".into()))?;
+        let cutoff = now_ns.saturating_sub(max_time_ns.min(i64::MAX as u64) as i64);
+        let mut cut = if force {
+            rows
+        } else {
+            sorted_arrival
+                .values()
+                .iter()
+                .rposition(|arrived| *arrived <= cutoff)
+                .map_or(0, |last_due| last_due + 1)
+        };
+        if rows - cut > MAX_HELD_ROWS_PER_BRANCH {
+            cut = rows - MAX_HELD_ROWS_PER_BRANCH;
+        }
+        let released_order = order.slice(0, cut);
+        let kept_order = order.slice(cut, rows - cut);
+        let pick = |array: &ArrayRef, which: &UInt32Array| take(array.as_ref(), which, None);
+
+        let acks = runs_in_order(&pick(&run_of_row, &released_order)?, &runs)?;
+        let released = Released {
+            columns: columns
+                .iter()
+                .map(|c| pick(c, &released_order))
+                .collect::<Result<_, _>>()?,
+            num_rows: cut,
+            acks,
+        };
+
+        if cut < rows {
+            let kept_acks = runs_in_order(&pick(&run_of_row, &kept_order)?, &runs)?;
+            let kept_arrival = pick(&arrival, &kept_order)?;
+            let earliest = arrow_arith::aggregate::min(
+                kept_arrival
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or_else(|| ArrowError::CastError("arrival is not I64".into()))?,
+            );
+            self.chunks.push(Chunk {
+                columns: columns
+                    .iter()
+                    .map(|c| pick(c, &kept_order))
+                    .collect::<Result<_, _>>()?,
+                keys: keys
+                    .iter()
+                    .map(|k| pick(k, &kept_order))
+                    .collect::<Result<_, _>>()?,
+                arrival: kept_arrival,
+                acks: kept_acks,
+            });
+            self.rows = rows - cut;
+            self.earliest_ns = earliest;
+        }
+        Ok(Some(released))
+    }
+
+    /// Every held acknowledgement run (a branch leaving drops its held rows with these).
+    pub fn held_acks(&self) -> impl Iterator<Item = &AckRun> {
+        self.chunks.iter().flat_map(|c| c.acks.iter())
+    }
+}
+
+/// The acknowledgement runs of rows whose run indices (into `runs`) are `run_of_row`, in that
+/// order: one run per consecutive stretch of one root.
+fn runs_in_order(run_of_row: &ArrayRef, runs: &[AckRun]) -> Result<Vec<AckRun>, ArrowError> {
+    let run_of_row = run_of_row
+        .as_any()
+        .downcast_ref::<UInt32Array>()
+        .ok_or_else(|| ArrowError::CastError("run index is not U32".into()))?;
+    let mut acks: Vec<AckRun> = Vec::new();
+    for index in run_of_row.values().iter().filter(|i| **i != NO_RUN) {
+        let root = runs[*index as usize].root;
+        match acks.last_mut() {
+            Some(last) if last.root == root => last.rows += 1,
+            _ => acks.push(AckRun { root, rows: 1 }),
+        }
+    }
+    Ok(acks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nervix_shards::ack::AckHandle;
+
+    fn ints(values: &[i64]) -> ArrayRef {
+        Arc::new(Int64Array::from(values.to_vec()))
+    }
+
+    fn values(array: &ArrayRef) -> Vec<i64> {
+        array
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .values()
+            .to_vec()
+    }
+
+    fn root(index: u32) -> AckHandle {
+        AckHandle {
+            index,
+            generation: 0,
+        }
+    }
+
+    #[test]
+    fn releases_in_order_everything_up_to_the_last_due_row() {
+        let mut buffer = OrderBuffer::default();
+        let run = |r, rows| vec![AckRun { root: root(r), rows }];
+        buffer.hold(vec![ints(&[5, 3])], vec![ints(&[5, 3])], 2, 0, run(1, 2));
+        buffer.hold(vec![ints(&[4, 9])], vec![ints(&[4, 9])], 2, 50, run(2, 2));
+        assert!(buffer.release(99, 100, false).unwrap().is_none());
+        assert_eq!(buffer.due_ns(100), Some(100));
+        let out = buffer.release(100, 100, false).unwrap().unwrap();
+        // Rows 3 and 5 are due; 4 sorts between them, so it leaves too; 9 stays.
+        assert_eq!(values(&out.columns[0]), vec![3, 4, 5]);
+        assert_eq!(
+            out.acks,
+            vec![
+                AckRun {
+                    root: root(1),
+                    rows: 1
+                },
+                AckRun {
+                    root: root(2),
+                    rows: 1
+                },
+                AckRun {
+                    root: root(1),
+                    rows: 1
+                },
+            ]
+        );
+        assert_eq!(buffer.held_rows(), 1);
+        assert_eq!(buffer.due_ns(100), Some(150));
+        let rest = buffer.release(0, 100, true).unwrap().unwrap();
+        assert_eq!(values(&rest.columns[0]), vec![9]);
+        assert_eq!(buffer.held_rows(), 0);
+    }
+
+    #[test]
+    fn equal_keys_keep_arrival_order() {
+        let mut buffer = OrderBuffer::default();
+        buffer.hold(vec![ints(&[1, 2])], vec![ints(&[7, 7])], 2, 0, Vec::new());
+        buffer.hold(vec![ints(&[3])], vec![ints(&[7])], 1, 1, Vec::new());
+        let out = buffer.release(0, 0, true).unwrap().unwrap();
+        assert_eq!(values(&out.columns[0]), vec![1, 2, 3]);
+        assert!(out.acks.is_empty());
+    }
+}

@@ -1,0 +1,60 @@
+//! The node-specific work of a processor (spec "Processing order", step 3): what runs between
+//! the filters and the routes. Junctions and reingestors do none; a deduplicator drops rows
+//! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order.
+//!
+//! Key and ordering expressions read the input row (`input.x`, bare names) like a node filter,
+//! compiled here once for every branch and shard.
+
+use nervix_nspl::ast::processor::ProcessorDef;
+
+use super::{route, Builder, PlanError, TypedIndex};
+use crate::validate::route::Field;
+use crate::vm::Program;
+
+/// What a processor does to its filtered input before the routes.
+#[derive(Debug)]
+pub enum NodeWork {
+    /// Junctions and reingestors: rows go straight to the routes.
+    Pass,
+    /// DEDUPLICATOR: a row whose `DEDUPLICATE ON` values were first seen less than
+    /// `max_time_ns` ago in its branch is dropped (and acknowledged).
+    Dedup { keys: Vec<Program>, max_time_ns: u64 },
+    /// REORDERER: rows are held per branch and released in `BY` order after at most
+    /// `max_time_ns` (see `exec::reorder`).
+    Reorder { by: Vec<Program>, max_time_ns: u64 },
+}
+
+impl<'d> Builder<'d> {
+    /// The node work of `def`, whose filtered input has `fields`.
+    pub(super) fn node_work(
+        &self,
+        typed: &TypedIndex<'_>,
+        def: &ProcessorDef,
+        fields: &[Field],
+        owner: &str,
+    ) -> Result<NodeWork, PlanError> {
+        let compile_all = |exprs: &[nervix_nspl::ast::Expr]| {
+            exprs
+                .iter()
+                .map(|expr| typed.compile(expr, &route::input_resolver(fields)))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(match def {
+            ProcessorDef::Junction { .. } | ProcessorDef::Reingestor { .. } => NodeWork::Pass,
+            ProcessorDef::Deduplicator { on, max_time, .. } => NodeWork::Dedup {
+                keys: compile_all(on)?,
+                max_time_ns: max_time.nanos,
+            },
+            ProcessorDef::Reorderer { by, max_time, .. } => NodeWork::Reorder {
+                by: compile_all(by)?,
+                max_time_ns: max_time.nanos,
+            },
+            other => {
+                return Err(PlanError::Unsupported {
+                    entity: owner.to_string(),
+                    what: format!("the {} processor", crate::catalog::kind_name(other.kind())),
+                })
+            }
+        })
+    }
+}

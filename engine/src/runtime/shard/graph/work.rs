@@ -1,0 +1,445 @@
+//! The node-specific work of stateful processors on a shard (spec "Processing order", step 3):
+//! a deduplicator's keyspace and a reorderer's ordering buffer, one per concrete branch, and
+//! the release of held rows into the processor's routes.
+//!
+//! Acknowledgements (the graph's rules, module doc of `graph`): a dropped duplicate gives its
+//! unit up like a filtered row; a held row keeps its unit until it is released, and its run
+//! travels with it into the routes, which transfer it like any input. A branch that leaves
+//! (TTL, LRU) or a stop force-releases what its reorderer holds first, so held rows are never
+//! dropped. Processor state lives only on the shard that owns the branch; nothing is shared.
+
+use std::collections::HashMap;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow_row::RowConverter;
+use arrow_select::filter::FilterBuilder;
+use nervix_shards::branch_key::BranchKey;
+
+use super::{mark_nacked, Graph, Instant, NodeRef};
+use crate::runtime::envelope::Envelope;
+use crate::runtime::exec::dedup::{key_converter, key_hashes, Keyspace, Sighting};
+use crate::runtime::exec::reorder::OrderBuffer;
+use crate::runtime::exec::route::input_values;
+use crate::runtime::frame::{derive_runs, Frame};
+use crate::runtime::plan::NodeWork;
+use crate::runtime::shard::mesh::Ctx;
+
+/// The rows of a frame still in play after the filters.
+pub(super) struct Kept {
+    pub columns: Vec<ArrayRef>,
+    pub rows: usize,
+    /// Which frame row each kept row is, once a filter dropped some of a multi-payload frame.
+    pub kept_rows: Option<UInt32Array>,
+    pub envelope: Option<Envelope>,
+}
+
+impl Kept {
+    pub fn all(frame: &Frame, envelope: Option<Envelope>) -> Kept {
+        Kept {
+            columns: frame.batch.columns().to_vec(),
+            rows: frame.num_rows(),
+            kept_rows: None,
+            envelope,
+        }
+    }
+
+    /// The frame row of kept row `row`.
+    pub fn frame_row(&self, row: u32) -> u32 {
+        match &self.kept_rows {
+            Some(kept) => kept.value(row as usize),
+            None => row,
+        }
+    }
+
+    /// Keeps the rows `mask` selects (`multi`: the frame holds several payloads, so row
+    /// identities must be remembered); returns how many it dropped.
+    pub fn keep(&mut self, mask: &BooleanArray, multi: bool) -> usize {
+        let dropped = self.rows - mask.true_count();
+        if dropped == 0 {
+            return 0;
+        }
+        let predicate = FilterBuilder::new(mask).optimize().build();
+        self.columns = self
+            .columns
+            .iter()
+            .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
+            .collect();
+        self.envelope = self.envelope.take().map(|e| e.filter(&predicate));
+        if multi {
+            let base = self
+                .kept_rows
+                .take()
+                .unwrap_or_else(|| UInt32Array::from_iter_values(0..self.rows as u32));
+            self.kept_rows = predicate
+                .filter(&base)
+                .ok()
+                .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned());
+        }
+        self.rows -= dropped;
+        dropped
+    }
+
+    /// The frame rows still kept, ascending.
+    fn frame_rows(&self) -> UInt32Array {
+        self.kept_rows
+            .clone()
+            .unwrap_or_else(|| UInt32Array::from_iter_values(0..self.rows as u32))
+    }
+}
+
+/// One processor's branch-local state on this shard.
+pub(super) enum WorkState {
+    Pass,
+    Dedup {
+        spaces: HashMap<BranchKey, Keyspace>,
+        /// Built on the first batch (key types are the programs' result types).
+        converter: Option<RowConverter>,
+        hashes: Vec<u128>,
+    },
+    Reorder {
+        buffers: HashMap<BranchKey, OrderBuffer>,
+    },
+}
+
+impl WorkState {
+    pub fn new(work: &NodeWork) -> WorkState {
+        match work {
+            NodeWork::Pass => WorkState::Pass,
+            NodeWork::Dedup { .. } => WorkState::Dedup {
+                spaces: HashMap::new(),
+                converter: None,
+                hashes: Vec::new(),
+            },
+            NodeWork::Reorder { .. } => WorkState::Reorder {
+                buffers: HashMap::new(),
+            },
+        }
+    }
+}
+
+impl Graph {
+    /// Runs processor `index`'s node work on the kept rows of `frame`. Returns whether the
+    /// rows were held (the caller then stops: no route runs now).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn node_work(
+        &mut self,
+        index: usize,
+        frame: &Frame,
+        kept: &mut Kept,
+        detached: bool,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+    ) -> bool {
+        let plan = self.plan.clone();
+        let processor = &plan.processors[index];
+        match (&processor.work, &mut self.work[index]) {
+            (NodeWork::Pass, _) => false,
+            (
+                NodeWork::Dedup { keys, max_time_ns },
+                WorkState::Dedup {
+                    spaces,
+                    converter,
+                    hashes,
+                },
+            ) => {
+                if kept.rows == 0 {
+                    return false;
+                }
+                let mut values = Vec::with_capacity(keys.len());
+                let mut failed: Vec<u32> = Vec::new();
+                for program in keys {
+                    let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
+                    for (row, message) in evaluated.errors.iter() {
+                        if failed.is_empty() {
+                            logs.push(format!(
+                                "DEDUPLICATE ON failed on row {}: {message}",
+                                kept.frame_row(row)
+                            ));
+                        }
+                        failed.push(row);
+                    }
+                    values.push(evaluated.values);
+                }
+                if converter.is_none() {
+                    match key_converter(&values) {
+                        Ok(built) => *converter = Some(built),
+                        Err(error) => {
+                            logs.push(format!("deduplication keys cannot be encoded: {error}"));
+                            return false;
+                        }
+                    }
+                }
+                let Some(converter) = converter.as_mut() else {
+                    return false;
+                };
+                if let Err(error) = key_hashes(converter, &values, 0..kept.rows, hashes) {
+                    logs.push(format!("deduplication keys cannot be encoded: {error}"));
+                    return false;
+                }
+                let space = spaces.entry(frame.key.clone()).or_default();
+                space.expire(at.snapshot_ns, *max_time_ns);
+                failed.sort_unstable();
+                failed.dedup();
+                let mut mask = Vec::with_capacity(kept.rows);
+                let mut duplicates = 0usize;
+                let mut full: Vec<u32> = Vec::new();
+                let mut next_failed = failed.iter().peekable();
+                for (row, hash) in hashes.iter().enumerate() {
+                    if next_failed.peek() == Some(&&(row as u32)) {
+                        next_failed.next();
+                        mask.push(false);
+                        continue;
+                    }
+                    match space.admit(*hash, at.snapshot_ns) {
+                        Sighting::First => mask.push(true),
+                        Sighting::Duplicate => {
+                            duplicates += 1;
+                            mask.push(false);
+                        }
+                        Sighting::Full => {
+                            full.push(row as u32);
+                            mask.push(false);
+                        }
+                    }
+                }
+                if duplicates > 0 {
+                    tracing::debug!(
+                        processor = %processor.name,
+                        duplicates,
+                        "deduplicator dropped duplicates"
+                    );
+                }
+                if !full.is_empty() {
+                    logs.push(format!(
+                        "{} rows refused: the branch's deduplication keyspace holds its limit of {} keys",
+                        full.len(),
+                        crate::runtime::exec::dedup::MAX_KEYS_PER_BRANCH
+                    ));
+                }
+                let refused: Vec<u32> = failed
+                    .iter()
+                    .chain(&full)
+                    .map(|row| kept.frame_row(*row))
+                    .collect();
+                if !refused.is_empty() {
+                    mark_nacked(&frame.acks, refused.into_iter(), nacked);
+                }
+                let counters = &mut self.processors[index].counters;
+                counters.message_errors += (failed.len() + full.len()) as u64;
+                counters.filtered_rows += duplicates as u64;
+                kept.keep(&BooleanArray::from(mask), frame.acks.len() > 1);
+                false
+            }
+            (NodeWork::Reorder { by, max_time_ns }, WorkState::Reorder { buffers }) => {
+                let mut keys = Vec::with_capacity(by.len());
+                let mut failed: Vec<u32> = Vec::new();
+                for program in by {
+                    let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
+                    for (row, message) in evaluated.errors.iter() {
+                        if failed.is_empty() {
+                            logs.push(format!(
+                                "BY failed on row {}: {message}",
+                                kept.frame_row(row)
+                            ));
+                        }
+                        failed.push(row);
+                    }
+                    keys.push(evaluated.values);
+                }
+                if !failed.is_empty() {
+                    // A row without ordering values cannot be placed: it fails like a filter
+                    // error, and its batch-mates are held.
+                    failed.sort_unstable();
+                    failed.dedup();
+                    let refused = failed.iter().map(|row| kept.frame_row(*row));
+                    mark_nacked(&frame.acks, refused, nacked);
+                    self.processors[index].counters.message_errors += failed.len() as u64;
+                    let mut mask = vec![true; kept.rows];
+                    for row in &failed {
+                        mask[*row as usize] = false;
+                    }
+                    let mask = BooleanArray::from(mask);
+                    let predicate = FilterBuilder::new(&mask).optimize().build();
+                    keys = keys
+                        .iter()
+                        .map(|k| predicate.filter(k.as_ref()).unwrap_or_else(|_| k.clone()))
+                        .collect();
+                    kept.keep(&mask, frame.acks.len() > 1);
+                }
+                // Held rows keep their units; what the filters dropped gives its units up.
+                let mut per_run = vec![0u64; frame.acks.len()];
+                let held_acks = if detached {
+                    for run in &frame.acks {
+                        cx.ack(run.root, run.rows as u64);
+                    }
+                    Vec::new()
+                } else {
+                    let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
+                    for (run, derived) in frame.acks.iter().zip(&per_run) {
+                        cx.transfer(run.root, run.rows as u64, *derived);
+                    }
+                    runs
+                };
+                let buffer = buffers.entry(frame.key.clone()).or_default();
+                buffer.hold(
+                    std::mem::take(&mut kept.columns),
+                    keys,
+                    kept.rows,
+                    at.snapshot_ns,
+                    held_acks,
+                );
+                if let Some(due) = buffer.due_ns(*max_time_ns) {
+                    self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
+                }
+                true
+            }
+            _ => unreachable!("a processor's work state is built from its plan"),
+        }
+    }
+
+    /// Releases held rows into their routes: those due, or every branch's (`force` Some(None))
+    /// or one branch's (`force` Some(Some(key))). Also expires deduplication keys.
+    pub(super) fn release_work(
+        &mut self,
+        force: Option<Option<&BranchKey>>,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let plan = self.plan.clone();
+        for (index, processor) in plan.processors.iter().enumerate() {
+            let mut released: Vec<(BranchKey, crate::runtime::exec::reorder::Released)> =
+                Vec::new();
+            match (&processor.work, &mut self.work[index]) {
+                (NodeWork::Dedup { max_time_ns, .. }, WorkState::Dedup { spaces, .. }) => {
+                    for space in spaces.values_mut() {
+                        space.expire(at.now.logical_ns, *max_time_ns);
+                    }
+                    spaces.retain(|_, space| !space.is_empty());
+                }
+                (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
+                    for (key, buffer) in buffers.iter_mut() {
+                        let forced = match force {
+                            Some(None) => true,
+                            Some(Some(only)) => only == key,
+                            None => false,
+                        };
+                        match buffer.release(at.now.logical_ns, *max_time_ns, forced) {
+                            Ok(Some(rows)) => released.push((key.clone(), rows)),
+                            Ok(None) => {}
+                            Err(error) => tracing::error!(
+                                processor = %processor.name,
+                                %error,
+                                "reorderer could not release its rows"
+                            ),
+                        }
+                    }
+                    buffers.retain(|_, buffer| buffer.held_rows() > 0);
+                }
+                _ => {}
+            }
+            let Some(input) = processor.inputs.first() else {
+                continue;
+            };
+            let schema = plan.relays[input.relay].schema.clone();
+            for (key, rows) in released {
+                let batch = match RecordBatch::try_new(schema.clone(), rows.columns) {
+                    Ok(batch) => batch,
+                    Err(error) => {
+                        tracing::error!(processor = %processor.name, %error, "released rows do not form a batch");
+                        for run in &rows.acks {
+                            cx.nack(run.root);
+                        }
+                        continue;
+                    }
+                };
+                let frame = Frame {
+                    batch,
+                    key,
+                    acks: rows.acks,
+                };
+                self.route_released(index, &frame, at, cx);
+            }
+        }
+    }
+
+    /// Runs processor `index`'s routes on rows its node work released.
+    fn route_released(&mut self, index: usize, frame: &Frame, at: Instant, cx: &mut Ctx<'_>) {
+        let plan = self.plan.clone();
+        let processor = &plan.processors[index];
+        match self.resolve_state(&processor.state, &frame.key) {
+            super::Resolution::Bound(columns) => self.bound_state = columns,
+            // The rows passed the state gate when they arrived; state that left since then
+            // reads as absent (routes reading it fail per row under their error policy).
+            super::Resolution::Skip | super::Resolution::Wait => self.bound_state.clear(),
+        }
+        self.releasing = true;
+        self.process(
+            NodeRef::Processor(index),
+            frame,
+            None,
+            None,
+            &processor.routes,
+            None,
+            processor.detached,
+            at,
+            cx,
+        );
+        self.releasing = false;
+        self.bound_state.clear();
+    }
+
+    /// The earliest instant held rows become due, domain ns.
+    pub(super) fn work_deadline(&self) -> Option<i64> {
+        self.plan
+            .processors
+            .iter()
+            .zip(&self.work)
+            .filter_map(|(processor, state)| match (&processor.work, state) {
+                (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => buffers
+                    .values()
+                    .filter_map(|b| b.due_ns(*max_time_ns))
+                    .min(),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// A branch left: its deduplication keys go (its reorder buffers were force-released).
+    pub(super) fn drop_work_state(&mut self, key: &BranchKey) {
+        for state in &mut self.work {
+            match state {
+                WorkState::Dedup { spaces, .. } => {
+                    spaces.remove(key);
+                }
+                WorkState::Reorder { buffers } => {
+                    buffers.remove(key);
+                }
+                WorkState::Pass => {}
+            }
+        }
+    }
+
+    /// Rows the reorderers hold on this shard.
+    pub fn held_rows(&self) -> usize {
+        self.work
+            .iter()
+            .map(|state| match state {
+                WorkState::Reorder { buffers } => buffers.values().map(|b| b.held_rows()).sum(),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Live deduplication keys on this shard.
+    pub fn dedup_keys(&self) -> usize {
+        self.work
+            .iter()
+            .map(|state| match state {
+                WorkState::Dedup { spaces, .. } => spaces.values().map(|s| s.len()).sum(),
+                _ => 0,
+            })
+            .sum()
+    }
+}
