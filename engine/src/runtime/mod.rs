@@ -11,6 +11,7 @@
 //! accepts producers and consumers; a branched relay's frames, and the nodes consuming them,
 //! live on the shard their branch key hashes to.
 
+pub mod aggregate;
 pub mod clock;
 pub mod connection;
 pub mod driver;
