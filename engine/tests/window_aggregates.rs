@@ -329,7 +329,7 @@ fn run_case(schema: &Schema, case: &Case) -> Result<(), String> {
     }
     let groupings = [
         ("as written", runs),
-        ("as one run", vec![0..rows.len()]),
+        ("as one run", std::iter::once(0..rows.len()).collect()),
         ("row by row", (0..rows.len()).map(|r| r..r + 1).collect()),
     ];
     let mut accumulator = Accumulator::new(&call);

@@ -211,7 +211,7 @@ mod tests {
             Some(f64::NAN),
             Some(-3.0),
         ]));
-        let max = fold_runs(PickKind::Max, &[x.clone()], &[0..2, 2..4]).expect("a max");
+        let max = fold_runs(PickKind::Max, std::slice::from_ref(&x), &[0..2, 2..4]).expect("a max");
         assert!(max
             .as_any()
             .downcast_ref::<Float64Array>()
