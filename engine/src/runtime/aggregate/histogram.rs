@@ -132,7 +132,10 @@ mod tests {
         assert_eq!(histogram(0.0, &[11.0, 55.0]), Some(10.0));
         assert_eq!(histogram(100.0, &[11.0, 55.0]), Some(60.0));
         // Out-of-range values clamp to the edge buckets; NaN is not counted.
-        assert_eq!(histogram(100.0, &[-5.0, f64::INFINITY, f64::NAN]), Some(100.0));
+        assert_eq!(
+            histogram(100.0, &[-5.0, f64::INFINITY, f64::NAN]),
+            Some(100.0)
+        );
         assert_eq!(histogram(0.0, &[f64::NEG_INFINITY, 500.0]), Some(0.0));
         assert_eq!(histogram(50.0, &[f64::NAN]), None);
     }

@@ -156,7 +156,10 @@ mod tests {
             sketch.fold(&values, 0..distinct);
             let estimate = sketch.estimate();
             let error = (estimate - distinct as f64).abs() / distinct as f64;
-            assert!(error <= BOUND, "{distinct} distinct estimated as {estimate}");
+            assert!(
+                error <= BOUND,
+                "{distinct} distinct estimated as {estimate}"
+            );
         }
     }
 

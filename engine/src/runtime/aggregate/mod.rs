@@ -316,8 +316,14 @@ enum State {
     Count(u64),
     CountIf(u64),
     /// `BOOL_AND` / `BOOL_OR`: whether any value was seen, and whether one was FALSE / TRUE.
-    BoolAnd { seen: bool, any_false: bool },
-    BoolOr { seen: bool, any_true: bool },
+    BoolAnd {
+        seen: bool,
+        any_false: bool,
+    },
+    BoolOr {
+        seen: bool,
+        any_true: bool,
+    },
     IntegerSum(IntegerSum),
     FloatSum(CompensatedSum),
     IntegerAvg(IntegerSum),
@@ -384,7 +390,10 @@ impl Accumulator {
         }
         for (i, (array, ty)) in args.iter().zip(&self.call.arg_types).enumerate() {
             if array.data_type() != ty {
-                return Some(format!("argument {i} is {}, expected {ty}", array.data_type()));
+                return Some(format!(
+                    "argument {i} is {}, expected {ty}",
+                    array.data_type()
+                ));
             }
             if range.start > range.end || range.end > array.len() {
                 return Some(format!(

@@ -207,8 +207,14 @@ mod tests {
 
     fn data(len: usize) -> (Float64Array, Float64Array) {
         // A large offset makes a naive sum-of-squares variance lose every digit.
-        let x: Vec<f64> = (0..len).map(|i| 1e9 + ((i * 37) % 101) as f64 * 0.5).collect();
-        let y: Vec<f64> = x.iter().enumerate().map(|(i, v)| v * -2.0 + (i % 7) as f64).collect();
+        let x: Vec<f64> = (0..len)
+            .map(|i| 1e9 + ((i * 37) % 101) as f64 * 0.5)
+            .collect();
+        let y: Vec<f64> = x
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * -2.0 + (i % 7) as f64)
+            .collect();
         (Float64Array::from(x), Float64Array::from(y))
     }
 
@@ -217,7 +223,11 @@ mod tests {
         let (x, y) = data(1000);
         let mut one_pass = Moments::default();
         one_pass.fold_pairs(&x, &y, 0..1000);
-        for cuts in [vec![1, 2, 500], vec![333, 334, 999], vec![10, 20, 30, 40, 700]] {
+        for cuts in [
+            vec![1, 2, 500],
+            vec![333, 334, 999],
+            vec![10, 20, 30, 40, 700],
+        ] {
             let mut merged = Moments::default();
             let mut start = 0;
             for end in cuts.iter().copied().chain([1000]) {
@@ -226,9 +236,18 @@ mod tests {
             }
             assert_eq!(merged.count, 1000);
             let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
-            assert!(close(merged.variance(0).unwrap_or(0.0), one_pass.variance(0).unwrap_or(1.0)));
-            assert!(close(merged.covariance(1).unwrap_or(0.0), one_pass.covariance(1).unwrap_or(1.0)));
-            assert!(close(merged.correlation().unwrap_or(0.0), one_pass.correlation().unwrap_or(1.0)));
+            assert!(close(
+                merged.variance(0).unwrap_or(0.0),
+                one_pass.variance(0).unwrap_or(1.0)
+            ));
+            assert!(close(
+                merged.covariance(1).unwrap_or(0.0),
+                one_pass.covariance(1).unwrap_or(1.0)
+            ));
+            assert!(close(
+                merged.correlation().unwrap_or(0.0),
+                one_pass.correlation().unwrap_or(1.0)
+            ));
         }
     }
 
@@ -236,11 +255,19 @@ mod tests {
     fn centered_moments_match_the_two_pass_definition() {
         let (x, _) = data(1000);
         let mean = x.values().iter().sum::<f64>() / 1000.0;
-        let two_pass = x.values().iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 999.0;
+        let two_pass = x
+            .values()
+            .iter()
+            .map(|v| (v - mean) * (v - mean))
+            .sum::<f64>()
+            / 999.0;
         let mut moments = Moments::default();
         moments.fold_values(&x, 0..1000);
         let got = moments.variance(1).unwrap_or(f64::NAN);
-        assert!((got - two_pass).abs() <= 1e-9 * two_pass, "{got} vs {two_pass}");
+        assert!(
+            (got - two_pass).abs() <= 1e-9 * two_pass,
+            "{got} vs {two_pass}"
+        );
     }
 
     #[test]

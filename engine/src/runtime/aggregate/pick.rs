@@ -205,18 +205,35 @@ mod tests {
 
     #[test]
     fn float_extremes_use_total_order() {
-        let x: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), None, Some(f64::NAN), Some(-3.0)]));
-        let max = fold_runs(PickKind::Max, &[x.clone()], &[0..2, 2..4]).expect("a max");
-        assert!(max.as_any().downcast_ref::<Float64Array>().is_some_and(|a| a.value(0).is_nan()));
+        let x: ArrayRef = Arc::new(Float64Array::from(vec![
+            Some(1.0),
+            None,
+            Some(f64::NAN),
+            Some(-3.0),
+        ]));
+        let max = fold_runs(PickKind::Max, std::slice::from_ref(&x), &[0..2, 2..4]).expect("a max");
+        assert!(max
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .is_some_and(|a| a.value(0).is_nan()));
         let min = fold_runs(PickKind::Min, &[x], &[0..1, 1..4]).expect("a min");
-        assert_eq!(min.as_any().downcast_ref::<Float64Array>().map(|a| a.value(0)), Some(-3.0));
+        assert_eq!(
+            min.as_any()
+                .downcast_ref::<Float64Array>()
+                .map(|a| a.value(0)),
+            Some(-3.0)
+        );
     }
 
     #[test]
     fn arg_ties_keep_the_earliest_row_across_runs() {
         let values: ArrayRef = Arc::new(Int32Array::from(vec![10, 20, 30, 40]));
         let keys: ArrayRef = Arc::new(StringArray::from(vec!["b", "a", "c", "a"]));
-        let min = fold_runs(PickKind::ArgMin, &[values.clone(), keys.clone()], &[0..2, 2..4]);
+        let min = fold_runs(
+            PickKind::ArgMin,
+            &[values.clone(), keys.clone()],
+            &[0..2, 2..4],
+        );
         let got = min.and_then(|a| a.as_any().downcast_ref::<Int32Array>().map(|a| a.value(0)));
         assert_eq!(got, Some(20));
         let max = fold_runs(PickKind::ArgMax, &[values, keys], &[0..3, 3..4]);

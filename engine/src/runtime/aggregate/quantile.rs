@@ -58,7 +58,8 @@ pub(super) struct QuantileSketch {
     quantile: f64,
     /// Level `levels - 1` first, level 0 last.
     items: Vec<f64>,
-    level_len: [usize; QUANTILE_MAX_LEVELS],
+    /// Boxed: the accumulator's state enum stays small.
+    level_len: Box<[usize; QUANTILE_MAX_LEVELS]>,
     levels: usize,
     capacity: usize,
     count: u64,
@@ -72,7 +73,7 @@ impl QuantileSketch {
         QuantileSketch {
             quantile,
             items: Vec::with_capacity(quantile_capacity_items()),
-            level_len: [0; QUANTILE_MAX_LEVELS],
+            level_len: Box::new([0; QUANTILE_MAX_LEVELS]),
             levels: 1,
             capacity: total_capacity(1),
             count: 0,
@@ -84,7 +85,7 @@ impl QuantileSketch {
 
     pub fn clear(&mut self) {
         self.items.clear();
-        self.level_len = [0; QUANTILE_MAX_LEVELS];
+        *self.level_len = [0; QUANTILE_MAX_LEVELS];
         self.levels = 1;
         self.capacity = total_capacity(1);
         self.count = 0;
@@ -95,6 +96,7 @@ impl QuantileSketch {
 
     pub fn reserved_bytes(&self) -> usize {
         self.items.capacity() * std::mem::size_of::<f64>()
+            + std::mem::size_of::<[usize; QUANTILE_MAX_LEVELS]>()
     }
 
     pub fn fold(&mut self, values: &dyn Array, range: Range<usize>) {

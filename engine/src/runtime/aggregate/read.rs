@@ -209,7 +209,11 @@ fn float_from_key(key: u64) -> f64 {
 
 /// Whether `ty` is read by [`for_each_fixed_key`] (numbers, `BOOL`, `DATETIME`).
 pub(super) fn has_fixed_key(ty: &Arrow) -> bool {
-    ty.is_numeric() || matches!(ty, Arrow::Boolean | Arrow::Timestamp(TimeUnit::Nanosecond, _))
+    ty.is_numeric()
+        || matches!(
+            ty,
+            Arrow::Boolean | Arrow::Timestamp(TimeUnit::Nanosecond, _)
+        )
 }
 
 /// Calls `f(key)` with the order-preserving `u64` key of every valid row of a fixed-width scalar
@@ -227,7 +231,9 @@ pub(super) fn for_each_fixed_key(array: &dyn Array, range: Range<usize>, mut f: 
         Arrow::UInt16 => each_valid::<UInt16Type>(array, range, |_, v| f(u64::from(v))),
         Arrow::UInt32 => each_valid::<UInt32Type>(array, range, |_, v| f(u64::from(v))),
         Arrow::UInt64 => each_valid::<UInt64Type>(array, range, |_, v| f(v)),
-        Arrow::Float32 => each_valid::<Float32Type>(array, range, |_, v| f(float_key(f64::from(v)))),
+        Arrow::Float32 => {
+            each_valid::<Float32Type>(array, range, |_, v| f(float_key(f64::from(v))))
+        }
         Arrow::Float64 => each_valid::<Float64Type>(array, range, |_, v| f(float_key(v))),
         Arrow::Boolean => {
             if let Some(array) = array.as_any().downcast_ref::<BooleanArray>() {
@@ -299,9 +305,7 @@ pub(super) fn fixed_keys_array(keys: &[u64], ty: &Arrow) -> Option<ArrayRef> {
         Arrow::Float64 => Arc::new(PrimitiveArray::<Float64Type>::from_iter_values(
             keys.iter().map(|k| float_from_key(*k)),
         )),
-        Arrow::Boolean => Arc::new(BooleanArray::from_iter(
-            keys.iter().map(|k| Some(*k != 0)),
-        )),
+        Arrow::Boolean => Arc::new(BooleanArray::from_iter(keys.iter().map(|k| Some(*k != 0)))),
         _ => return None,
     };
     Some(array)
@@ -316,7 +320,15 @@ mod tests {
         let signed_values = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
         let keys: Vec<u64> = signed_values.iter().map(|v| signed_key(*v)).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
-        let floats = [f64::NEG_INFINITY, -2.5, -1e-300, 0.0, 1e-300, 3.0, f64::INFINITY];
+        let floats = [
+            f64::NEG_INFINITY,
+            -2.5,
+            -1e-300,
+            0.0,
+            1e-300,
+            3.0,
+            f64::INFINITY,
+        ];
         let keys: Vec<u64> = floats.iter().map(|v| float_key(*v)).collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         for v in floats {

@@ -184,8 +184,7 @@ impl<K: CountedKey> SpaceSaving<K> {
                 break;
             }
             let right = left + 1;
-            let child = if right < self.heap.len() && self.count_at(right) < self.count_at(left)
-            {
+            let child = if right < self.heap.len() && self.count_at(right) < self.count_at(left) {
                 right
             } else {
                 left
