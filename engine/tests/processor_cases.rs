@@ -15,9 +15,9 @@
 //!
 //! Lines starting with `#` are comments.
 
-mod support;
 #[path = "support/codec_cases.rs"]
 mod codec_cases;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use serde_json::Value;
 use codec_cases::{rows, BytesAs};
+use serde_json::Value;
 use support::dataplane::{consumer, define, fields, producer, quiet_for, runtime};
 use support::Node;
 
@@ -151,8 +151,15 @@ fn run(path: &Path) {
             .await
             .expect("session");
         let mut rows_out = consumer(&session, "cases", "rows_out", 64).await;
-        let mut rows_in =
-            producer(&session, "cases", "rows_in", fields(&field_spec), 64, 1 << 24).await;
+        let mut rows_in = producer(
+            &session,
+            "cases",
+            "rows_in",
+            fields(&field_spec),
+            64,
+            1 << 24,
+        )
+        .await;
         for (index, step) in case.steps.iter().enumerate() {
             let at = format!("{name} step {}", index + 1);
             match step {
@@ -169,7 +176,10 @@ fn run(path: &Path) {
                         "{at}: rows arrived during quiet {millis} ms"
                     )
                 }
-                Step::Expect { rows: want, ordered } => {
+                Step::Expect {
+                    rows: want,
+                    ordered,
+                } => {
                     let mut got: Vec<Value> = Vec::new();
                     while got.len() < want.len() {
                         let delivery =

@@ -151,6 +151,15 @@ impl BranchKeyEncoder {
     }
 }
 
+impl BranchKeyEncoder {
+    /// The key field values of one encoded `key`, one single-row array per field in key
+    /// order. `key` must come from an encoder of the same fields.
+    pub fn decode(&self, key: &[u8]) -> Result<Vec<ArrayRef>, BranchKeyError> {
+        let parser = self.converter.parser();
+        Ok(self.converter.convert_rows([parser.parse(key)])?)
+    }
+}
+
 /// Options every key field is encoded with. Part of the stable placement: never change.
 const KEY_SORT_OPTIONS: SortOptions = SortOptions {
     descending: false,

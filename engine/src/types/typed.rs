@@ -151,7 +151,8 @@ impl TypedExpr {
         self.any(|n| matches!(n.kind, TypedKind::Aggregate { .. }))
     }
 
-    fn push_children<'a>(&'a self, stack: &mut Vec<&'a TypedExpr>) {
+    /// Pushes this node's direct children onto `stack`.
+    pub(crate) fn push_children<'a>(&'a self, stack: &mut Vec<&'a TypedExpr>) {
         match &self.kind {
             TypedKind::Literal(_) | TypedKind::Field(_) => {}
             TypedKind::Unary { expr, .. }
@@ -183,6 +184,53 @@ impl TypedExpr {
                 stack.extend(otherwise.as_deref());
             }
             TypedKind::Call { args, .. } | TypedKind::Aggregate { args, .. } => stack.extend(args),
+        }
+    }
+
+    /// Replaces, outermost first, every node `replace` returns a substitute for (its subtree
+    /// is not visited). A window route uses it to turn aggregate calls into column reads.
+    pub fn replace_nodes(&mut self, replace: &mut impl FnMut(&TypedExpr) -> Option<TypedExpr>) {
+        if let Some(substitute) = replace(self) {
+            *self = substitute;
+            return;
+        }
+        let mut children: Vec<&mut TypedExpr> = Vec::new();
+        match &mut self.kind {
+            TypedKind::Literal(_) | TypedKind::Field(_) => {}
+            TypedKind::Unary { expr, .. }
+            | TypedKind::Cast { expr, .. }
+            | TypedKind::IsNull { expr, .. }
+            | TypedKind::JsonValue { doc: expr, .. } => children.push(expr),
+            TypedKind::Binary { left, right, .. } => children.extend([&mut **left, &mut **right]),
+            TypedKind::InList { expr, list, .. } => {
+                children.push(expr);
+                children.extend(list.iter_mut());
+            }
+            TypedKind::Between {
+                expr, low, high, ..
+            } => children.extend([&mut **expr, &mut **low, &mut **high]),
+            TypedKind::If {
+                condition,
+                then,
+                otherwise,
+            } => children.extend([&mut **condition, &mut **then, &mut **otherwise]),
+            TypedKind::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                children.extend(operand.as_deref_mut());
+                for (when, then) in branches {
+                    children.extend([when, then]);
+                }
+                children.extend(otherwise.as_deref_mut());
+            }
+            TypedKind::Call { args, .. } | TypedKind::Aggregate { args, .. } => {
+                children.extend(args.iter_mut())
+            }
+        }
+        for child in children {
+            child.replace_nodes(replace);
         }
     }
 }

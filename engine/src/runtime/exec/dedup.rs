@@ -112,9 +112,7 @@ pub fn key_hashes(
 ) -> Result<(), arrow_schema::ArrowError> {
     out.clear();
     let encoded = converter.convert_columns(values)?;
-    out.extend(
-        rows.map(|row| xxhash_rust::xxh3::xxh3_128(encoded.row(row).as_ref())),
-    );
+    out.extend(rows.map(|row| xxhash_rust::xxh3::xxh3_128(encoded.row(row).as_ref())));
     Ok(())
 }
 

@@ -260,7 +260,12 @@ mod tests {
     #[test]
     fn releases_in_order_everything_up_to_the_last_due_row() {
         let mut buffer = OrderBuffer::default();
-        let run = |r, rows| vec![AckRun { root: root(r), rows }];
+        let run = |r, rows| {
+            vec![AckRun {
+                root: root(r),
+                rows,
+            }]
+        };
         buffer.hold(vec![ints(&[5, 3])], vec![ints(&[5, 3])], 2, 0, run(1, 2));
         buffer.hold(vec![ints(&[4, 9])], vec![ints(&[4, 9])], 2, 50, run(2, 2));
         assert!(buffer.release(99, 100, false).unwrap().is_none());

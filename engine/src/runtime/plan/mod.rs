@@ -18,6 +18,7 @@ mod intake_codec;
 mod kafka;
 mod route;
 mod sink_expr;
+mod window;
 mod work;
 
 use std::collections::HashMap;
@@ -45,10 +46,11 @@ use nervix_shards::flush::FlushPolicy;
 pub use connection::ConnectionPlan;
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpSinkPlan, PollPlan, RowBody};
-pub use work::NodeWork;
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
+pub use window::{WindowCall, WindowPlan};
+pub use work::NodeWork;
 
 /// Index of a relay in [`DomainPlan::relays`].
 pub type RelayId = usize;
@@ -294,6 +296,12 @@ pub fn arrow_schema(fields: &[Field]) -> SchemaRef {
 pub(crate) struct TypedIndex<'e> {
     entity: String,
     by_span: HashMap<(u32, u32), &'e TypedExpr>,
+    /// A window processor's aggregate calls (by span) and the result column each is read
+    /// through; empty elsewhere.
+    aggregates: HashMap<(u32, u32), usize>,
+    /// Set while a window processor's routes compile: their trees read aggregate results and
+    /// the branch key through emission columns (`window::read_results`).
+    window_routes: bool,
 }
 
 impl<'e> TypedIndex<'e> {
@@ -307,6 +315,8 @@ impl<'e> TypedIndex<'e> {
         TypedIndex {
             entity: entity.key.to_string(),
             by_span,
+            aggregates: HashMap::new(),
+            window_routes: false,
         }
     }
 
@@ -355,6 +365,13 @@ impl<'e> TypedIndex<'e> {
         typed: &TypedExpr,
         resolve: &dyn Fn(&[String]) -> Option<crate::vm::ColumnSlot>,
     ) -> Result<Program, PlanError> {
+        let rewritten;
+        let typed = if self.window_routes {
+            rewritten = window::read_results(typed, &self.aggregates);
+            &rewritten
+        } else {
+            typed
+        };
         Program::compile(typed, resolve).map_err(|e| PlanError::Compile {
             entity: self.entity.clone(),
             message: e.to_string(),
@@ -731,7 +748,8 @@ impl<'d> Builder<'d> {
             ProcessorDef::Junction { feed }
             | ProcessorDef::Reingestor { feed }
             | ProcessorDef::Deduplicator { feed, .. }
-            | ProcessorDef::Reorderer { feed, .. } => feed,
+            | ProcessorDef::Reorderer { feed, .. }
+            | ProcessorDef::Window { feed, .. } => feed,
             other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
@@ -739,19 +757,45 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        let typed = TypedIndex::new(entity);
+        let mut typed = TypedIndex::new(entity);
         let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &feed.inputs, &owner)?;
         let filter = match &feed.filter {
             Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
             None => None,
         };
-        let work = self.node_work(&typed, &create.def, &fields, &owner)?;
+        let (work, route_fields) = match &create.def {
+            ProcessorDef::Window {
+                width,
+                step,
+                max_state_size,
+                ..
+            } => {
+                let extents = (width, step, max_state_size.as_ref());
+                let branch_key = inputs
+                    .first()
+                    .and_then(|input| self.plan.relays[input.relay].branch)
+                    .map(|id| self.plan.branches[id].key_fields.clone())
+                    .unwrap_or_default();
+                let (plan, results, columns) =
+                    window::plan(&typed, create, extents, &fields, &branch_key, &owner)?;
+                // Routes read each aggregate call's result as an input column.
+                typed.aggregates = columns;
+                typed.window_routes = true;
+                (NodeWork::Window(Box::new(plan)), results)
+            }
+            def => (self.node_work(&typed, def, &fields, &owner)?, fields),
+        };
         let incoming = create.branching.as_ref();
         let mut routes = Vec::with_capacity(create.routes.len());
         for written in &create.routes {
             routes.push(route::compile(
-                self, &typed, &fields, written, incoming, &layout,
+                self,
+                &typed,
+                &route_fields,
+                written,
+                incoming,
+                &layout,
             )?);
         }
         self.plan.processors.push(ProcessorPlan {

@@ -18,10 +18,16 @@ pub enum NodeWork {
     Pass,
     /// DEDUPLICATOR: a row whose `DEDUPLICATE ON` values were first seen less than
     /// `max_time_ns` ago in its branch is dropped (and acknowledged).
-    Dedup { keys: Vec<Program>, max_time_ns: u64 },
+    Dedup {
+        keys: Vec<Program>,
+        max_time_ns: u64,
+    },
     /// REORDERER: rows are held per branch and released in `BY` order after at most
     /// `max_time_ns` (see `exec::reorder`).
     Reorder { by: Vec<Program>, max_time_ns: u64 },
+    /// WINDOW PROCESSOR: rows are retained per branch and aggregated when a window is due
+    /// (see `shard::graph::window`).
+    Window(Box<super::WindowPlan>),
 }
 
 impl<'d> Builder<'d> {

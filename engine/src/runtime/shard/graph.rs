@@ -26,7 +26,6 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use std::num::NonZeroUsize;
 
-
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
 use nervix_shards::flush::{FlushPolicy, Now};
@@ -280,7 +279,11 @@ impl Graph {
             armed_ns: None,
             deliver_budget: usize::MAX,
             deferred: false,
-            work: plan.processors.iter().map(|p| WorkState::new(&p.work)).collect(),
+            work: plan
+                .processors
+                .iter()
+                .map(|p| WorkState::new(&p.work))
+                .collect(),
             releasing: false,
             plan,
         }
@@ -542,8 +545,16 @@ impl Graph {
         }
         // Node-specific work (spec "Processing order", step 3).
         if let (NodeRef::Processor(index), false) = (node, self.releasing) {
-            let held =
-                self.node_work(index, frame, &mut kept, detached, at, cx, &mut nacked, &mut logs);
+            let held = self.node_work(
+                index,
+                frame,
+                &mut kept,
+                detached,
+                at,
+                cx,
+                &mut nacked,
+                &mut logs,
+            );
             if held {
                 for (run, failed) in frame.acks.iter().zip(&nacked) {
                     if *failed {

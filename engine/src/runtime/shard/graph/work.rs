@@ -1,6 +1,7 @@
 //! The node-specific work of stateful processors on a shard (spec "Processing order", step 3):
-//! a deduplicator's keyspace and a reorderer's ordering buffer, one per concrete branch, and
-//! the release of held rows into the processor's routes.
+//! a deduplicator's keyspace, a reorderer's ordering buffer and a window's retained rows, one
+//! per concrete branch, and the release of held rows (or a window's record) into the
+//! processor's routes.
 //!
 //! Acknowledgements (the graph's rules, module doc of `graph`): a dropped duplicate gives its
 //! unit up like a filtered row; a held row keeps its unit until it is released, and its run
@@ -13,13 +14,14 @@ use std::collections::HashMap;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use arrow_row::RowConverter;
 use arrow_select::filter::FilterBuilder;
-use nervix_shards::branch_key::BranchKey;
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
 
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::envelope::Envelope;
 use crate::runtime::exec::dedup::{key_converter, key_hashes, Keyspace, Sighting};
 use crate::runtime::exec::reorder::OrderBuffer;
 use crate::runtime::exec::route::input_values;
+use crate::runtime::exec::window::WindowState;
 use crate::runtime::frame::{derive_runs, Frame};
 use crate::runtime::plan::NodeWork;
 use crate::runtime::shard::mesh::Ctx;
@@ -99,6 +101,9 @@ pub(super) enum WorkState {
     Reorder {
         buffers: HashMap<BranchKey, OrderBuffer>,
     },
+    Window {
+        windows: HashMap<BranchKey, WindowState>,
+    },
 }
 
 impl WorkState {
@@ -112,6 +117,9 @@ impl WorkState {
             },
             NodeWork::Reorder { .. } => WorkState::Reorder {
                 buffers: HashMap::new(),
+            },
+            NodeWork::Window(_) => WorkState::Window {
+                windows: HashMap::new(),
             },
         }
     }
@@ -295,7 +303,199 @@ impl Graph {
                 }
                 true
             }
+            (NodeWork::Window(window), WorkState::Window { .. }) => {
+                self.admit_window(index, window, frame, kept, detached, at, cx, nacked, logs);
+                true
+            }
             _ => unreachable!("a processor's work state is built from its plan"),
+        }
+    }
+
+    /// Admits the kept rows of `frame` into processor `index`'s window for the frame's branch,
+    /// after emitting the windows that are due by now.
+    #[allow(clippy::too_many_arguments)]
+    fn admit_window(
+        &mut self,
+        index: usize,
+        window: &crate::runtime::plan::WindowPlan,
+        frame: &Frame,
+        kept: &mut Kept,
+        detached: bool,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+    ) {
+        self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
+        // Aggregate arguments, per call; a row whose argument fails is refused.
+        let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(window.calls.len());
+        let mut failed: Vec<u32> = Vec::new();
+        for call in &window.calls {
+            let mut values = Vec::with_capacity(call.args.len());
+            for program in &call.args {
+                let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
+                for (row, message) in evaluated.errors.iter() {
+                    if failed.is_empty() {
+                        logs.push(format!(
+                            "aggregate argument failed on row {}: {message}",
+                            kept.frame_row(row)
+                        ));
+                    }
+                    failed.push(row);
+                }
+                values.push(evaluated.values);
+            }
+            args.push(values);
+        }
+        if !failed.is_empty() {
+            failed.sort_unstable();
+            failed.dedup();
+            mark_nacked(
+                &frame.acks,
+                failed.iter().map(|r| kept.frame_row(*r)),
+                nacked,
+            );
+            self.processors[index].counters.message_errors += failed.len() as u64;
+            let mut mask = vec![true; kept.rows];
+            for row in &failed {
+                mask[*row as usize] = false;
+            }
+            let mask = BooleanArray::from(mask);
+            let predicate = FilterBuilder::new(&mask).optimize().build();
+            for values in &mut args {
+                for array in values.iter_mut() {
+                    *array = predicate
+                        .filter(array.as_ref())
+                        .unwrap_or_else(|_| array.clone());
+                }
+            }
+            kept.keep(&mask, frame.acks.len() > 1);
+        }
+        let WorkState::Window { windows } = &mut self.work[index] else {
+            return;
+        };
+        let state = windows.entry(frame.key.clone()).or_default();
+        let bytes = crate::runtime::exec::window::args_bytes(&args);
+        if kept.rows > 0 && state.would_exceed(window, bytes) {
+            // Refused before it changes the window (spec): logged, not acknowledged.
+            logs.push(format!(
+                "{} rows refused: the branch's window state would exceed its cap ({} bytes held, {} more needed)",
+                kept.rows,
+                state.bytes(),
+                bytes
+            ));
+            mark_nacked(
+                &frame.acks,
+                kept.frame_rows().values().iter().copied(),
+                nacked,
+            );
+            self.processors[index].counters.message_errors += kept.rows as u64;
+            for (run, failed) in frame.acks.iter().zip(nacked.iter()) {
+                if !*failed {
+                    cx.transfer(run.root, run.rows as u64, 0);
+                }
+            }
+            return;
+        }
+        // Retained rows keep their units; what the filters dropped gives its units up.
+        let mut per_run = vec![0u64; frame.acks.len()];
+        let retained_acks = if detached {
+            for run in &frame.acks {
+                cx.ack(run.root, run.rows as u64);
+            }
+            Vec::new()
+        } else {
+            let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
+            for (run, derived) in frame.acks.iter().zip(&per_run) {
+                cx.transfer(run.root, run.rows as u64, *derived);
+            }
+            runs
+        };
+        state.admit(at.snapshot_ns, args, kept.rows, retained_acks);
+        if let Some(due) = state.due_ns(window) {
+            self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
+        }
+    }
+
+    /// Emits processor `index`'s windows due at `now_ns` (all of them, or `only` one
+    /// branch's); `force` closes every open window now (stop, eviction).
+    fn emit_windows(
+        &mut self,
+        index: usize,
+        only: Option<&BranchKey>,
+        now_ns: i64,
+        force: bool,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let plan = self.plan.clone();
+        let processor = &plan.processors[index];
+        let NodeWork::Window(window) = &processor.work else {
+            return;
+        };
+        let WorkState::Window { windows } = &mut self.work[index] else {
+            return;
+        };
+        // Each record: its branch, its result columns (or what failed), the rows leaving.
+        let mut records = Vec::new();
+        for (key, state) in windows.iter_mut() {
+            if only.is_some_and(|only| only != key) {
+                continue;
+            }
+            while let Some(due) = state.due_ns(window) {
+                if due > now_ns && !force {
+                    break;
+                }
+                let result = state.finish(window);
+                let leaving = if force {
+                    state.drain()
+                } else {
+                    state.step(window)
+                };
+                records.push((key.clone(), result, leaving));
+                if force {
+                    break;
+                }
+            }
+        }
+        windows.retain(|_, state| state.retained_rows() > 0);
+        let branch = processor
+            .inputs
+            .first()
+            .and_then(|input| plan.relays[input.relay].branch);
+        for (key, result, leaving) in records {
+            let record = result
+                .map_err(|error| error.to_string())
+                .and_then(|mut columns| {
+                    columns.extend(self.branch_columns(branch, &window.branch_fields, &key)?);
+                    RecordBatch::try_new(window.results.clone(), columns)
+                        .map_err(|error| error.to_string())
+                });
+            match record {
+                Ok(batch) => {
+                    let frame = Frame {
+                        batch,
+                        key,
+                        acks: Vec::new(),
+                    };
+                    self.route_released(index, &frame, at, cx);
+                    for run in &leaving {
+                        cx.ack(run.root, run.rows as u64);
+                    }
+                }
+                Err(error) => {
+                    // The record fails like a row under ON MESSAGE ERROR LOG: logged, and the
+                    // rows it came from are not acknowledged.
+                    self.processors[index].counters.message_errors += 1;
+                    self.log(
+                        NodeRef::Processor(index),
+                        vec![format!("window record failed: {error}")],
+                    );
+                    for run in &leaving {
+                        cx.nack(run.root);
+                    }
+                }
+            }
         }
     }
 
@@ -336,6 +536,14 @@ impl Graph {
                         }
                     }
                     buffers.retain(|_, buffer| buffer.held_rows() > 0);
+                }
+                (NodeWork::Window(_), WorkState::Window { .. }) => {
+                    let (only, forced) = match force {
+                        Some(only) => (only, true),
+                        None => (None, false),
+                    };
+                    self.emit_windows(index, only, at.now.logical_ns, forced, at, cx);
+                    continue;
                 }
                 _ => {}
             }
@@ -390,6 +598,30 @@ impl Graph {
         self.bound_state.clear();
     }
 
+    /// The `fields` (positions in the key) of branch `key` as one-row columns.
+    fn branch_columns(
+        &mut self,
+        branch: Option<usize>,
+        fields: &[usize],
+        key: &BranchKey,
+    ) -> Result<Vec<ArrayRef>, String> {
+        let (Some(branch), BranchKey::Key(bytes)) = (branch, key) else {
+            return Ok(Vec::new());
+        };
+        if fields.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encoder = match self.encoders.entry(branch) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(
+                BranchKeyEncoder::new(&self.plan.branches[branch].key_fields)
+                    .map_err(|error| error.to_string())?,
+            ),
+        };
+        let values = encoder.decode(bytes).map_err(|error| error.to_string())?;
+        Ok(fields.iter().map(|field| values[*field].clone()).collect())
+    }
+
     /// The earliest instant held rows become due, domain ns.
     pub(super) fn work_deadline(&self) -> Option<i64> {
         self.plan
@@ -401,6 +633,9 @@ impl Graph {
                     .values()
                     .filter_map(|b| b.due_ns(*max_time_ns))
                     .min(),
+                (NodeWork::Window(window), WorkState::Window { windows }) => {
+                    windows.values().filter_map(|w| w.due_ns(window)).min()
+                }
                 _ => None,
             })
             .min()
@@ -416,17 +651,21 @@ impl Graph {
                 WorkState::Reorder { buffers } => {
                     buffers.remove(key);
                 }
+                WorkState::Window { windows } => {
+                    windows.remove(key);
+                }
                 WorkState::Pass => {}
             }
         }
     }
 
-    /// Rows the reorderers hold on this shard.
+    /// Rows the reorderers and windows hold on this shard.
     pub fn held_rows(&self) -> usize {
         self.work
             .iter()
             .map(|state| match state {
                 WorkState::Reorder { buffers } => buffers.values().map(|b| b.held_rows()).sum(),
+                WorkState::Window { windows } => windows.values().map(|w| w.retained_rows()).sum(),
                 _ => 0,
             })
             .sum()

@@ -1,0 +1,148 @@
+//! The retained rows of one WINDOW PROCESSOR branch and the window over them (spec "Window
+//! processor").
+//!
+//! Timing: a window begins at the time of the first row it retains and is due `WIDTH` later;
+//! a row's time is the execution snapshot (domain clock) of the batch that delivered it.
+//! When due, every retained row is folded into fresh accumulators, one per aggregate call,
+//! run by run, and the window emits one record. Stepping then removes the runs strictly
+//! before `start + STEP` (rows exactly at the cutoff remain) and the next window starts
+//! there, or at the next row when nothing remains. Because emission always refolds what is
+//! retained, no aggregate has to support removal, and a window's result is the same however
+//! its rows were batched (exact for counts and integer sums; float sums are compensated per
+//! run, spec "Admission").
+//!
+//! Acknowledgements: a retained row keeps its unit until it steps out of the last window that
+//! contains it, which happens right after that window emitted; emitted records carry no
+//! acknowledgement of their own (documented in docs/decisions.md).
+//!
+//! Memory: the state of a branch is the retained argument arrays (Arrow buffer bytes) plus the
+//! fixed reservation of its sketches; MAX STATE SIZE refuses a batch that would exceed it, and
+//! a window without one is capped at [`UNDECLARED_STATE_CAP_BYTES`].
+
+use std::collections::VecDeque;
+
+use arrow_array::ArrayRef;
+
+use crate::runtime::aggregate::{Accumulator, AggregateError};
+use crate::runtime::frame::AckRun;
+use crate::runtime::plan::WindowPlan;
+
+/// The per-branch state cap of a window that declares no MAX STATE SIZE.
+pub const UNDECLARED_STATE_CAP_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Rows of one admitted batch: their argument values per call, as evaluated on admission.
+struct Retained {
+    time_ns: i64,
+    /// Per aggregate call, its value-argument arrays (each `rows` long).
+    args: Vec<Vec<ArrayRef>>,
+    rows: usize,
+    bytes: u64,
+    acks: Vec<AckRun>,
+}
+
+/// One branch's window.
+#[derive(Default)]
+pub struct WindowState {
+    runs: VecDeque<Retained>,
+    start_ns: Option<i64>,
+    bytes: u64,
+}
+
+/// The Arrow buffer bytes `args` hold.
+pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
+    args.iter()
+        .flatten()
+        .map(|a| a.get_array_memory_size() as u64)
+        .sum()
+}
+
+impl WindowState {
+    /// Bytes the retained rows hold (without the sketches' reservation).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn retained_rows(&self) -> usize {
+        self.runs.iter().map(|r| r.rows).sum()
+    }
+
+    /// When the open window is due, domain ns.
+    pub fn due_ns(&self, plan: &WindowPlan) -> Option<i64> {
+        self.start_ns
+            .map(|start| start.saturating_add(plan.width_ns.min(i64::MAX as u64) as i64))
+    }
+
+    /// Whether adding `bytes` would take the branch over MAX STATE SIZE.
+    pub fn would_exceed(&self, plan: &WindowPlan, bytes: u64) -> bool {
+        let cap = plan.max_state_bytes.unwrap_or(UNDECLARED_STATE_CAP_BYTES);
+        plan.reserved_bytes + self.bytes + bytes > cap
+    }
+
+    /// Retains `rows` rows arrived at `time_ns` with their evaluated arguments.
+    pub fn admit(
+        &mut self,
+        time_ns: i64,
+        args: Vec<Vec<ArrayRef>>,
+        rows: usize,
+        acks: Vec<AckRun>,
+    ) {
+        if rows == 0 {
+            return;
+        }
+        let bytes = args_bytes(&args);
+        self.bytes += bytes;
+        self.start_ns.get_or_insert(time_ns);
+        self.runs.push_back(Retained {
+            time_ns,
+            args,
+            rows,
+            bytes,
+            acks,
+        });
+    }
+
+    /// The open window's result: one one-row array per call, or the first call that failed.
+    pub fn finish(&self, plan: &WindowPlan) -> Result<Vec<ArrayRef>, AggregateError> {
+        plan.calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| {
+                let mut accumulator = Accumulator::new(&call.call);
+                for run in &self.runs {
+                    accumulator.fold(&run.args[index], 0..run.rows);
+                }
+                accumulator.finish()
+            })
+            .collect()
+    }
+
+    /// Steps past the emitted window: the runs before `start + STEP` leave (their
+    /// acknowledgement runs are returned), the next window starts at the cutoff, or at the
+    /// next row when nothing remains.
+    pub fn step(&mut self, plan: &WindowPlan) -> Vec<AckRun> {
+        let Some(start) = self.start_ns else {
+            return Vec::new();
+        };
+        let cutoff = start.saturating_add(plan.step_ns.min(i64::MAX as u64) as i64);
+        let mut leaving = Vec::new();
+        while self.runs.front().is_some_and(|run| run.time_ns < cutoff) {
+            if let Some(run) = self.runs.pop_front() {
+                self.bytes -= run.bytes;
+                leaving.extend(run.acks);
+            }
+        }
+        self.start_ns = if self.runs.is_empty() {
+            None
+        } else {
+            Some(cutoff)
+        };
+        leaving
+    }
+
+    /// Closes the window early (stop, branch eviction): every retained row leaves.
+    pub fn drain(&mut self) -> Vec<AckRun> {
+        self.start_ns = None;
+        self.bytes = 0;
+        self.runs.drain(..).flat_map(|run| run.acks).collect()
+    }
+}
