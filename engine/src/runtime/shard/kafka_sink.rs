@@ -173,6 +173,8 @@ impl KafkaSinkHandle {
                     std::task::Poll::Ready(values) => {
                         flight.prepared.values = Some(values);
                         flight.encoding = None;
+                        // ACK TIMEOUT bounds delivery, as for frames encoded on the shard.
+                        flight.started_ns = now_ns;
                     }
                     std::task::Poll::Pending => return,
                 }
