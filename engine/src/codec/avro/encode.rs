@@ -223,9 +223,13 @@ fn write_value(
                     .as_primitive_opt::<TimestampNanosecondType>()
                     .ok_or_else(wrong)?
                     .value(row);
-                let mut text = Vec::new();
-                write_rfc3339(nanos, &mut text);
-                bytes(&text, out);
+                // Written in place, then its length moved in front (no buffer per value).
+                let at = out.len();
+                write_rfc3339(nanos, out);
+                let (len, end) = (out.len() - at, out.len());
+                long(len as i64, out);
+                let prefix = out.len() - end;
+                out[at..].rotate_right(prefix);
             }
             _ => bytes(
                 array

@@ -180,9 +180,13 @@ fn write_value(array: &dyn Array, row: usize, out: &mut Vec<u8>) {
         },
         Arrow::Timestamp(..) => match array.as_primitive_opt::<TimestampNanosecondType>() {
             Some(a) => {
-                let mut rfc3339 = Vec::new();
-                write_rfc3339(a.value(row), &mut rfc3339);
-                text(&rfc3339, out);
+                // Written in place, then its head moved in front (no buffer per value).
+                let at = out.len();
+                write_rfc3339(a.value(row), out);
+                let (len, end) = (out.len() - at, out.len());
+                head(3, len as u64, out);
+                let prefix = out.len() - end;
+                out[at..].rotate_right(prefix);
             }
             None => out.push(NULL),
         },
