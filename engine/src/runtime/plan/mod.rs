@@ -47,8 +47,8 @@ pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpSinkPlan, PollPlan};
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
-pub use row_body::RowBody;
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
+pub use row_body::RowBody;
 
 /// Index of a relay in [`DomainPlan::relays`].
 pub type RelayId = usize;

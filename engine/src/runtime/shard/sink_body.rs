@@ -46,7 +46,8 @@ pub enum FrameBodies {
 
 impl FrameBodies {
     /// The bodies of `batch`'s rows: encoded now, or handed to `workers` when `body` runs
-    /// there. `workers` is `Some` whenever `body` needs them (the sinks do not start otherwise).
+    /// there. A shard without extension workers (outside a node) refuses every row of a body
+    /// that needs them.
     pub fn of(body: &RowBody, batch: &RecordBatch, workers: Option<&Arc<WorkerClass>>) -> Self {
         match (body, workers) {
             (RowBody::Jaq(plan), Some(workers)) => FrameBodies::OnWorkers(WorkerBodies {
@@ -73,10 +74,11 @@ pub struct WorkerBodies {
 }
 
 impl WorkerBodies {
-    /// Submits the job if the class admits it now; `false` while the class is full.
-    fn submit(&mut self) -> bool {
+    /// Submits the job unless it runs already: `Ok(true)` running, `Ok(false)` the class is
+    /// full (ask again), `Err` the class is shut down (every row refused with why).
+    fn admit(&mut self) -> Result<bool, EncodedRows> {
         if self.job.is_some() {
-            return true;
+            return Ok(true);
         }
         let (plan, batch) = (self.plan.clone(), self.batch.clone());
         let job = move || {
@@ -87,17 +89,23 @@ impl WorkerBodies {
         match self.workers.try_submit(job) {
             Ok(handle) => {
                 self.job = Some(handle);
-                true
+                Ok(true)
             }
-            Err(_) => false,
+            Err(refused) if refused.closed => Err(EncodedRows::refused(
+                self.batch.num_rows(),
+                &refused.to_string(),
+            )),
+            Err(_) => Ok(false),
         }
     }
 
     /// Submits (when not admitted yet) and collects: `Pending` while the workers run the
     /// frame or are full. Never blocks; a full class is asked again on the next poll.
     pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<EncodedRows> {
-        if !self.submit() {
-            return Poll::Pending;
+        match self.admit() {
+            Ok(true) => {}
+            Ok(false) => return Poll::Pending,
+            Err(refused) => return Poll::Ready(refused),
         }
         let rows = self.batch.num_rows();
         let Some(job) = self.job.as_mut() else {
@@ -116,10 +124,13 @@ impl WorkerBodies {
 
     /// Waits (on a connector task) until the workers admitted and encoded the frame.
     pub async fn wait(mut self) -> EncodedRows {
-        while !self.submit() {
-            tokio::time::sleep(Duration::from_micros(WORKERS_RETRY_US)).await;
+        loop {
+            match self.admit() {
+                Ok(true) => return std::future::poll_fn(|cx| self.poll(cx)).await,
+                Ok(false) => tokio::time::sleep(Duration::from_micros(WORKERS_RETRY_US)).await,
+                Err(refused) => return refused,
+            }
         }
-        std::future::poll_fn(|cx| self.poll(cx)).await
     }
 }
 
@@ -201,5 +212,19 @@ mod tests {
         assert_eq!(rows.row(0), Ok(&br#"{"n":10}"#[..]));
         assert_eq!(rows.row(1), Ok(&br#"{"n":20}"#[..]));
         workers.shutdown();
+    }
+
+    #[test]
+    fn a_shut_down_class_refuses_the_rows_instead_of_waiting_forever() {
+        let workers =
+            Arc::new(WorkerClass::start(WorkerClassConfig::new("test-emit", 1)).expect("workers"));
+        workers.shutdown();
+        let bodies = match FrameBodies::of(&RowBody::Jaq(plan()), &batch(), Some(&workers)) {
+            FrameBodies::OnWorkers(bodies) => bodies,
+            FrameBodies::Ready(_) => panic!("a JAQ body runs on the workers"),
+        };
+        let rows = futures_lite::future::block_on(bodies.wait());
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.row(1), Err("worker class 'test-emit' is shut down"));
     }
 }
