@@ -92,7 +92,8 @@ pub struct RequestSpec {
     /// Appended to the client's endpoint.
     pub path: String,
     pub headers: Vec<(String, String)>,
-    pub body: Option<Vec<u8>>,
+    /// Shared, so a retried attempt and a frame's other rows reuse one buffer.
+    pub body: Option<bytes::Bytes>,
 }
 
 /// What one attempt came to.

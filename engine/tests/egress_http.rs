@@ -1,8 +1,10 @@
 //! HTTP REQUEST emitters and ingestors through a real node against a scripted HTTP/1.1 server
 //! on loopback: one request per row with METHOD, PATH, write_header and a codec body; 2xx
 //! delivers; 429 / 503 are retried (honouring Retry-After) until delivered; a 400 is refused
-//! and follows ON MESSAGE ERROR (LOG: the batch is rejected). Polls start at once, follow the
-//! cadence, treat 204 as no message and decode bodies into rows.
+//! and follows ON MESSAGE ERROR (LOG: the batch is rejected). Bodies in every codec kind —
+//! WIRE CBOR maps, bare WIRE AVRO datums, JAQ ON EMITTING output — are decoded here and
+//! compared; a row the Avro encoder refuses becomes an error record under SEND TO. Polls start
+//! at once, follow the cadence, treat 204 as no message and decode bodies into rows.
 
 mod support;
 
@@ -274,4 +276,194 @@ CREATE CLIENT CONSUMER EMITTER refusals_out
     assert_eq!(refusal.0, 1, "one error record");
     assert_eq!(refusal.1, "bad");
     assert!(refusal.2.contains("400"), "the sink's cause: {}", refusal.2);
+}
+
+/// Three HTTP REQUEST emitters of one relay, one per codec kind, each under its own path
+/// prefix; the Avro one sends refused rows to `refusals`.
+fn codec_graph(endpoint: &str) -> String {
+    let emitter = |name: &str, prefix: &str, codec: &str, on_error: &str| {
+        format!(
+            "CREATE HTTP REQUEST EMITTER {name}
+  FROM orders
+  TO api METHOD 'POST' PATH '/{prefix}/' || input.item
+    MODE ACK PARALLEL MAX 4 ACK TIMEOUT 20s
+    RETRY POLICY BACKOFF 20ms MAX 200ms
+    ENCODE USING {codec}
+  FLUSH IMMEDIATE
+  ON MESSAGE ERROR {on_error}
+  ON GENERAL ERROR LOG;
+"
+        )
+    };
+    format!(
+        "
+CREATE DOMAIN out;
+USE out;
+CREATE SCHEMA order_row (tenant STRING, item STRING, amount I64);
+CREATE WIRE CBOR SCHEMA order_cbor MODE STRICT (tenant string, item string, amount integer);
+CREATE CODEC cbor_codec FROM WIRE CBOR SCHEMA order_cbor TO SCHEMA order_row;
+CREATE WIRE AVRO SCHEMA order_avro (tenant enum('t1', 't2'), item string, amount long);
+CREATE CODEC avro_codec FROM WIRE AVRO SCHEMA order_avro TO SCHEMA order_row;
+CREATE CODEC jaq_codec FROM JSON TO SCHEMA order_row WITH JAQ TRANSFORMATIONS
+  ON EMITTING '{{who: .tenant, what: (.item | ascii_upcase), cents: (.amount * 100)}}';
+CREATE RELAY orders SCHEMA order_row UNBRANCHED;
+CREATE SCHEMA refusal (item STRING, reason STRING);
+CREATE RELAY refusals SCHEMA refusal UNBRANCHED;
+CREATE CLIENT CONSUMER EMITTER refusals_out
+  FROM refusals
+  TO SCHEMA refusal
+    MODE ACK SEQUENTIAL ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH IMMEDIATE ON MESSAGE ERROR LOG ON GENERAL ERROR LOG;
+CREATE CLIENT PRODUCER INGESTOR orders_in
+  FROM SCHEMA order_row
+    MODE ACK SEQUENTIAL ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
+    ON QUIESCE SUSPEND
+  TO orders INHERIT ALL UNBRANCHED FLUSH IMMEDIATE ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE CLIENT api TYPE HTTP CONFIG {{'endpoint' = '{endpoint}', 'timeout_ms' = 5000}};
+{}{}{}START;
+",
+        emitter("cbor_http", "cbor", "cbor_codec", "LOG"),
+        emitter(
+            "avro_http",
+            "avro",
+            "avro_codec",
+            "SEND TO refusals\n    SET item = input.item, reason = error.message"
+        ),
+        emitter("jaq_http", "jaq", "jaq_codec", "LOG"),
+    )
+}
+
+/// One Avro `long` (zigzag varint) from the front of `bytes`.
+fn avro_long(bytes: &mut &[u8]) -> i64 {
+    let (mut value, mut shift) = (0u64, 0);
+    loop {
+        let (byte, rest) = bytes.split_first().expect("a long's byte");
+        *bytes = rest;
+        value |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return (value >> 1) as i64 ^ -((value & 1) as i64);
+        }
+        shift += 7;
+    }
+}
+
+/// One Avro `string` from the front of `bytes`.
+fn avro_string(bytes: &mut &[u8]) -> String {
+    let length = usize::try_from(avro_long(bytes)).expect("a length");
+    let (text, rest) = bytes.split_at(length);
+    *bytes = rest;
+    String::from_utf8(text.to_vec()).expect("UTF-8")
+}
+
+#[test]
+fn cbor_avro_and_jaq_bodies_are_one_message_per_row_and_avro_refusals_go_to_send_to() {
+    let server = ScriptedServer::start(|_| (200, Vec::new(), Vec::new()));
+    let dir = support::scratch_dir("egress_http_codecs");
+    let node = Node::start(&dir);
+    define(&mut node.admin(), &codec_graph(&server.url()));
+    let rt = runtime();
+    let (outcome, refusal) = rt.block_on(async {
+        let session = nervix_net::client::Session::connect(node.session)
+            .await
+            .expect("session");
+        let mut refusals = consumer(&session, "out", "refusals_out", 4).await;
+        let mut producer = producer(&session, "out", "orders_in", order_fields(), 4, 1 << 20).await;
+        // 't3' is not a symbol of the Avro enum.
+        let batch = orders(&[("t1", "a", 10), ("t2", "b", -20), ("t3", "c", 30)]);
+        producer.submit(&batch).await.expect("submit");
+        let delivery = next_delivery(&mut refusals, 20).await;
+        let column = |i: usize| {
+            delivery
+                .batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .expect("a STRING column")
+                .value(0)
+                .to_string()
+        };
+        let refusal = (delivery.batch.num_rows(), column(0), column(1));
+        refusals.ack(delivery.seq).await.expect("ack");
+        let (_, outcome) = tokio::time::timeout(Duration::from_secs(20), producer.next_outcome())
+            .await
+            .expect("an outcome in time")
+            .expect("healthy")
+            .expect("an outcome");
+        (outcome, refusal)
+    });
+    assert_eq!(
+        outcome,
+        Outcome::Completed,
+        "every row delivered or sent to refusals"
+    );
+    assert_eq!(refusal.0, 1, "one error record");
+    assert_eq!(refusal.1, "c");
+    assert_eq!(
+        refusal.2,
+        "cannot encode the row: field 'tenant': 't3' is not a symbol of the enum"
+    );
+
+    let requests = server.requests();
+    let body = |path: &str| -> Vec<u8> {
+        let found: Vec<_> = requests.iter().filter(|r| r.path == path).collect();
+        assert_eq!(found.len(), 1, "one request to {path}: {requests:?}");
+        found[0].body.clone()
+    };
+    // CBOR: exactly one map per body.
+    for (item, tenant, amount) in [("a", "t1", 10), ("b", "t2", -20), ("c", "t3", 30)] {
+        let bytes = body(&format!("/cbor/{item}"));
+        let mut reader = std::io::Cursor::new(&bytes);
+        let map: serde_json::Value = ciborium::from_reader(&mut reader).expect("a CBOR item");
+        assert_eq!(
+            reader.position() as usize,
+            bytes.len(),
+            "nothing after the map"
+        );
+        assert_eq!(
+            map,
+            serde_json::json!({"tenant": tenant, "item": item, "amount": amount})
+        );
+    }
+    // AVRO: one bare datum (enum index, string, long) per body; the refused row sent nothing.
+    for (item, symbol, amount) in [("a", 0, 10), ("b", 1, -20)] {
+        let bytes = body(&format!("/avro/{item}"));
+        let mut datum = bytes.as_slice();
+        assert_eq!(avro_long(&mut datum), symbol);
+        assert_eq!(avro_string(&mut datum), item);
+        assert_eq!(avro_long(&mut datum), amount);
+        assert!(datum.is_empty(), "nothing after the datum");
+    }
+    assert!(requests.iter().all(|r| r.path != "/avro/c"), "{requests:?}");
+    // JAQ ON EMITTING: the program's output for the row, as JSON.
+    for (item, who, cents) in [("a", "t1", 1_000), ("b", "t2", -2_000), ("c", "t3", 3_000)] {
+        let value: serde_json::Value =
+            serde_json::from_slice(&body(&format!("/jaq/{item}"))).expect("a JSON body");
+        assert_eq!(
+            value,
+            serde_json::json!({"who": who, "what": item.to_uppercase(), "cents": cents})
+        );
+    }
+}
+
+#[test]
+fn a_jaq_codec_without_on_emitting_is_refused_when_the_domain_starts() {
+    let dir = support::scratch_dir("egress_http_no_emitting");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    let script = codec_graph("http://127.0.0.1:9").replace("ON EMITTING", "ON INGESTION");
+    define(&mut admin, &script);
+    // The plan is built when the data plane takes the started domain; DESCRIBE shows why it
+    // cannot run.
+    let expected = "failure: emitter 'jaq_http' cannot run: codec 'jaq_codec' has no ON EMITTING \
+                    program, which ENCODE USING needs to write a row";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = admin.ok("DESCRIBE EMITTER jaq_http;");
+        if lines.iter().any(|line| line.trim() == expected) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{lines:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

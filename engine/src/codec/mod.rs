@@ -1,28 +1,32 @@
 //! Codecs: wire formats decoded into Arrow and encoded from it.
 //!
 //! Each wire format owns a submodule; this module only re-exports their public faces so users
-//! write `nervix::codec::JsonDecoder`.
+//! write `nervix::codec::JsonDecoder`. [`EncodedRows`] is the one-buffer-per-frame output every
+//! per-row emitter encoder writes into.
 
 pub mod avro;
 pub mod cbor;
 pub mod jaq;
 pub mod json;
+pub mod rows;
 
 pub use avro::{
-    encode_avro_datum, AvroCodecPlan, AvroDecoder, CodecError as AvroCodecError,
+    encode_avro_datum, encode_avro_rows, AvroCodecPlan, AvroDecoder, CodecError as AvroCodecError,
     DecodeCause as AvroDecodeCause, DecodeError as AvroDecodeError, EncodeError as AvroEncodeError,
     MAX_AVRO_BLOCK_BYTES,
 };
 pub use cbor::{
-    encode_cbor, CborCodecPlan, CborDecoder, CodecError as CborCodecError,
+    encode_cbor, encode_cbor_rows, CborCodecPlan, CborDecoder, CodecError as CborCodecError,
     DecodeCause as CborDecodeCause, DecodeError as CborDecodeError, MAX_CBOR_DEPTH,
 };
 pub use jaq::{
-    emit as jaq_emit, unfold as jaq_unfold, CodecError as JaqCodecError,
-    DecodeCause as JaqDecodeCause, DecodeError as JaqDecodeError, EmitError as JaqEmitError,
-    JaqCodecPlan, JaqDecoder, Unfolded,
+    emit as jaq_emit, emit_rows as jaq_emit_rows, unfold as jaq_unfold,
+    CodecError as JaqCodecError, DecodeCause as JaqDecodeCause, DecodeError as JaqDecodeError,
+    EmitError as JaqEmitError, JaqCodecPlan, JaqDecoder, Unfolded,
 };
 pub use json::{
-    encode_ndjson, validate_json_text, CodecError, DecodeCause, DecodeError, JsonCodecPlan,
-    JsonDecoder, SyntaxError, MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD,
+    encode_json_rows, encode_ndjson, encode_plain_json_rows, validate_json_text, CodecError,
+    DecodeCause, DecodeError, JsonCodecPlan, JsonDecoder, SyntaxError, MAX_JSON_DEPTH,
+    MAX_RECORDS_PER_PAYLOAD,
 };
+pub use rows::EncodedRows;

@@ -2,6 +2,8 @@
 //! loopback ports), a producer that writes JSON records and waits for the broker, and a
 //! consumer that reads a topic until it has what the test expects or a deadline passes.
 
+#![allow(dead_code)] // each test file uses its own share
+
 use std::time::{Duration, Instant};
 
 use nervix_connectors::kafka::{ConsumerGroup, KafkaConsumer, KafkaProducer};
@@ -10,7 +12,9 @@ use nervix_connectors::kafka::{ConsumerGroup, KafkaConsumer, KafkaProducer};
 #[derive(Debug, Clone)]
 pub struct ReadRecord {
     pub key: Option<String>,
+    /// The value as text (lossy); `payload` holds its bytes.
     pub value: String,
+    pub payload: Vec<u8>,
     pub headers: Vec<(String, String)>,
 }
 
@@ -95,6 +99,7 @@ pub fn read_until(
                         .key
                         .map(|key| String::from_utf8_lossy(key).into_owned()),
                     value: String::from_utf8_lossy(record.payload).into_owned(),
+                    payload: record.payload.to_vec(),
                     headers: record
                         .headers
                         .iter()

@@ -21,9 +21,22 @@ use ciborium::Value as Json;
 use nervix_nspl::ast::catalog::AvroType;
 
 use crate::codec::json::datetime::write_rfc3339;
+use crate::codec::rows::EncodedRows;
 
 use super::error::EncodeError;
 use super::plan::{avro_name, AvroCodecPlan};
+
+/// Each wire field's feeding column over `batch`, in wire order.
+fn wire_arrays<'a>(batch: &'a RecordBatch, plan: &'a AvroCodecPlan) -> Vec<Option<&'a dyn Array>> {
+    plan.wire
+        .iter()
+        .map(|slot| {
+            let c = slot.column?;
+            let name = plan.schema.field(c).name();
+            batch.column_by_name(name).map(|a| a.as_ref())
+        })
+        .collect()
+}
 
 /// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
 /// datum. On error `out` may hold a partial datum after the rows already written.
@@ -32,35 +45,52 @@ pub fn encode_avro_datum(
     plan: &AvroCodecPlan,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let arrays: Vec<Option<&dyn Array>> = plan
-        .wire
-        .iter()
-        .map(|slot| {
-            let c = slot.column?;
-            let name = plan.schema.field(c).name();
-            batch.column_by_name(name).map(|a| a.as_ref())
-        })
-        .collect();
+    let arrays = wire_arrays(batch, plan);
     for row in 0..batch.num_rows() {
-        for (slot, array) in plan.wire.iter().zip(&arrays) {
-            let refuse = |reason: String| EncodeError {
-                row,
-                field: slot.name.clone(),
-                reason,
-            };
-            let value = array.filter(|a| a.is_valid(row) && slot.ty != AvroType::Null);
-            match (value, slot.optional) {
-                (None, true) => out.push(0),
-                (None, false) if array.is_some() && slot.ty != AvroType::Null => {
-                    return Err(refuse("null for a required wire field".to_string()))
+        write_row(plan, &arrays, row, out)?;
+    }
+    Ok(())
+}
+
+/// Appends every row of `batch` to `out` as one bare datum (no container, no schema), recording
+/// each row's range: the per-message bodies of an emitter. A row the wire type cannot hold is
+/// refused on its own; the rows around it are written.
+pub fn encode_avro_rows(batch: &RecordBatch, plan: &AvroCodecPlan, out: &mut EncodedRows) {
+    let arrays = wire_arrays(batch, plan);
+    for row in 0..batch.num_rows() {
+        // The frame's row number means nothing to the reader of a single message's refusal.
+        out.push_row(|bytes| {
+            write_row(plan, &arrays, row, bytes)
+                .map_err(|error| format!("field '{}': {}", error.field, error.reason))
+        });
+    }
+}
+
+/// Appends row `row` as one datum; on error `out` may hold part of it.
+fn write_row(
+    plan: &AvroCodecPlan,
+    arrays: &[Option<&dyn Array>],
+    row: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    for (slot, array) in plan.wire.iter().zip(arrays) {
+        let refuse = |reason: String| EncodeError {
+            row,
+            field: slot.name.clone(),
+            reason,
+        };
+        let value = array.filter(|a| a.is_valid(row) && slot.ty != AvroType::Null);
+        match (value, slot.optional) {
+            (None, true) => out.push(0),
+            (None, false) if array.is_some() && slot.ty != AvroType::Null => {
+                return Err(refuse("null for a required wire field".to_string()))
+            }
+            (None, false) => zero(&slot.ty, out),
+            (Some(array), optional) => {
+                if optional {
+                    out.push(2);
                 }
-                (None, false) => zero(&slot.ty, out),
-                (Some(array), optional) => {
-                    if optional {
-                        out.push(2);
-                    }
-                    write_value(array, row, &slot.ty, out).map_err(refuse)?;
-                }
+                write_value(array, row, &slot.ty, out).map_err(refuse)?;
             }
         }
     }
@@ -193,9 +223,13 @@ fn write_value(
                     .as_primitive_opt::<TimestampNanosecondType>()
                     .ok_or_else(wrong)?
                     .value(row);
-                let mut text = Vec::new();
-                write_rfc3339(nanos, &mut text);
-                bytes(&text, out);
+                // Written in place, then its length moved in front (no buffer per value).
+                let at = out.len();
+                write_rfc3339(nanos, out);
+                let (len, end) = (out.len() - at, out.len());
+                long(len as i64, out);
+                let prefix = out.len() - end;
+                out[at..].rotate_right(prefix);
             }
             _ => bytes(
                 array

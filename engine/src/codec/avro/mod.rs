@@ -46,7 +46,7 @@ mod reader;
 
 pub use super::json::MAX_RECORDS_PER_PAYLOAD;
 pub use decode::AvroDecoder;
-pub use encode::encode_avro_datum;
+pub use encode::{encode_avro_datum, encode_avro_rows};
 pub use error::{CodecError, DecodeCause, DecodeError, EncodeError};
 pub use plan::AvroCodecPlan;
 

@@ -20,16 +20,17 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType as Arrow;
 
 use crate::codec::json::datetime::write_rfc3339;
+use crate::codec::rows::EncodedRows;
 
 use super::plan::{CborCodecPlan, Rule};
 
 const NULL: u8 = 0xF6;
 
-/// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
-/// CBOR map.
-pub fn encode_cbor(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut Vec<u8>) {
-    let members: Vec<(&str, Rule, Option<&dyn Array>)> = plan
-        .wire
+/// A plan's written members over `batch`: wire name, rule and the column feeding it.
+type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
+
+fn members<'a>(batch: &'a RecordBatch, plan: &'a CborCodecPlan) -> Members<'a> {
+    plan.wire
         .iter()
         .filter(|slot| slot.rule != Rule::Skip)
         .filter_map(|slot| {
@@ -41,18 +42,40 @@ pub fn encode_cbor(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut Vec<u8>)
                 batch.column_by_name(name).map(|a| a.as_ref()),
             ))
         })
-        .collect();
+        .collect()
+}
+
+/// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
+/// CBOR map.
+pub fn encode_cbor(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut Vec<u8>) {
+    let members = members(batch, plan);
     for row in 0..batch.num_rows() {
-        head(5, members.len() as u64, out);
-        for (name, rule, array) in &members {
-            head(3, name.len() as u64, out);
-            out.extend_from_slice(name.as_bytes());
-            match array {
-                Some(array) if *rule != Rule::Null && array.is_valid(row) => {
-                    write_member(*array, row, *rule, out)
-                }
-                _ => out.push(NULL),
+        write_row(&members, row, out);
+    }
+}
+
+/// Appends every row of `batch` to `out` as one CBOR map, recording each row's range: the
+/// per-message bodies of an emitter.
+pub fn encode_cbor_rows(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut EncodedRows) {
+    let members = members(batch, plan);
+    for row in 0..batch.num_rows() {
+        out.push_row(|bytes| {
+            write_row(&members, row, bytes);
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+}
+
+fn write_row(members: &Members<'_>, row: usize, out: &mut Vec<u8>) {
+    head(5, members.len() as u64, out);
+    for (name, rule, array) in members {
+        head(3, name.len() as u64, out);
+        out.extend_from_slice(name.as_bytes());
+        match array {
+            Some(array) if *rule != Rule::Null && array.is_valid(row) => {
+                write_member(*array, row, *rule, out)
             }
+            _ => out.push(NULL),
         }
     }
 }
@@ -157,9 +180,13 @@ fn write_value(array: &dyn Array, row: usize, out: &mut Vec<u8>) {
         },
         Arrow::Timestamp(..) => match array.as_primitive_opt::<TimestampNanosecondType>() {
             Some(a) => {
-                let mut rfc3339 = Vec::new();
-                write_rfc3339(a.value(row), &mut rfc3339);
-                text(&rfc3339, out);
+                // Written in place, then its head moved in front (no buffer per value).
+                let at = out.len();
+                write_rfc3339(a.value(row), out);
+                let (len, end) = (out.len() - at, out.len());
+                head(3, len as u64, out);
+                let prefix = out.len() - end;
+                out[at..].rotate_right(prefix);
             }
             None => out.push(NULL),
         },

@@ -42,7 +42,7 @@ mod reader;
 
 pub use super::json::MAX_RECORDS_PER_PAYLOAD;
 pub use decode::CborDecoder;
-pub use encode::encode_cbor;
+pub use encode::{encode_cbor, encode_cbor_rows};
 pub use error::{CodecError, DecodeCause, DecodeError};
 pub use plan::CborCodecPlan;
 

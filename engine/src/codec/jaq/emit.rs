@@ -9,6 +9,7 @@ use super::format::write;
 use super::plan::JaqCodecPlan;
 use super::program::{run, RunError};
 use super::value::row_value;
+use crate::codec::rows::EncodedRows;
 
 /// Appends row `row` of `batch` (in the plan's schema, columns found by name), transformed by
 /// ON EMITTING, to `out`.
@@ -50,4 +51,13 @@ pub fn emit(
             message,
         }
     })
+}
+
+/// Appends every row of `batch`, transformed by ON EMITTING, to `out`, recording each row's
+/// range: the per-message bodies of an emitter. A row the program or the format refuses is
+/// refused on its own. Runs on the extension workers (the program's cost is unbounded).
+pub fn emit_rows(plan: &JaqCodecPlan, batch: &RecordBatch, out: &mut EncodedRows) {
+    for row in 0..batch.num_rows() {
+        out.push_row(|bytes| emit(plan, batch, row, bytes));
+    }
 }

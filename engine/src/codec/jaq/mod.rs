@@ -46,7 +46,7 @@ pub(crate) mod program;
 mod value;
 
 pub use decode::{unfold, JaqDecoder, Unfolded};
-pub use emit::emit;
+pub use emit::{emit, emit_rows};
 pub use error::{CodecError, DecodeCause, DecodeError, EmitError};
 pub use plan::JaqCodecPlan;
 

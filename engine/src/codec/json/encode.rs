@@ -22,12 +22,13 @@ use arrow_schema::DataType as Arrow;
 use super::datetime::write_rfc3339;
 use super::plan::{JsonCodecPlan, Rule};
 use super::scanner::validate_json_text;
+use crate::codec::rows::EncodedRows;
 
-/// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
-/// JSON object and a newline.
-pub fn encode_ndjson(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Vec<u8>) {
-    let members: Vec<(&str, Rule, Option<&dyn Array>)> = plan
-        .wire
+/// A plan's written members over `batch`: wire name, rule and the column feeding it.
+type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
+
+fn members<'a>(batch: &'a RecordBatch, plan: &'a JsonCodecPlan) -> Members<'a> {
+    plan.wire
         .iter()
         .filter(|slot| slot.rule != Rule::Skip)
         .filter_map(|slot| {
@@ -39,24 +40,47 @@ pub fn encode_ndjson(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Vec<u8
                 batch.column_by_name(name).map(|a| a.as_ref()),
             ))
         })
-        .collect();
+        .collect()
+}
+
+/// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
+/// JSON object and a newline.
+pub fn encode_ndjson(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Vec<u8>) {
+    let members = members(batch, plan);
     for row in 0..batch.num_rows() {
-        out.push(b'{');
-        for (i, (name, rule, array)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_string(name.as_bytes(), out);
-            out.push(b':');
-            match array {
-                Some(array) if *rule != Rule::Null && array.is_valid(row) => {
-                    write_member(*array, row, *rule, out)
-                }
-                _ => out.extend_from_slice(b"null"),
-            }
-        }
-        out.extend_from_slice(b"}\n");
+        write_row(&members, row, out);
+        out.push(b'\n');
     }
+}
+
+/// Appends every row of `batch` to `out` as one JSON object (no newline), recording each
+/// row's range: the per-message bodies of an emitter.
+pub fn encode_json_rows(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut EncodedRows) {
+    let members = members(batch, plan);
+    for row in 0..batch.num_rows() {
+        out.push_row(|bytes| {
+            write_row(&members, row, bytes);
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+}
+
+fn write_row(members: &Members<'_>, row: usize, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (i, (name, rule, array)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(name.as_bytes(), out);
+        out.push(b':');
+        match array {
+            Some(array) if *rule != Rule::Null && array.is_valid(row) => {
+                write_member(*array, row, *rule, out)
+            }
+            _ => out.extend_from_slice(b"null"),
+        }
+    }
+    out.push(b'}');
 }
 
 fn write_member(array: &dyn Array, row: usize, rule: Rule, out: &mut Vec<u8>) {

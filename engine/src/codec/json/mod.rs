@@ -7,7 +7,8 @@
 //!   ingestor, by the decode table of `validate::catalog_entities::codec`.
 //! - [`JsonDecoder`] (one per shard per ingestor) decodes payloads into reusable, truncatable
 //!   column builders and hands out `RecordBatch`es in the plan's schema.
-//! - [`encode_ndjson`] writes rows back in wire terms for emitters.
+//! - [`encode_ndjson`] writes rows back in wire terms, [`encode_json_rows`] one body per row for
+//!   emitters; `plain` writes an emitter's rows without a codec ([`encode_plain_json_rows`]).
 //!
 //! Decoding rules, where the spec and DESIGN leave a choice:
 //! - A payload is one object, a JSON array of objects, or NDJSON: objects separated by
@@ -35,12 +36,14 @@ pub(crate) mod datetime;
 mod decode;
 pub(crate) mod encode;
 mod error;
+mod plain;
 mod plan;
 mod scanner;
 
 pub use decode::JsonDecoder;
-pub use encode::encode_ndjson;
+pub use encode::{encode_json_rows, encode_ndjson};
 pub use error::{CodecError, DecodeCause, DecodeError, SyntaxError};
+pub use plain::encode_plain_json_rows;
 pub use plan::JsonCodecPlan;
 pub use scanner::validate_json_text;
 

@@ -8,15 +8,13 @@
 //! row. A client CONFIG value is taken as text; `{{ resource }}` placeholders are refused until
 //! mount templating runs in the data plane.
 
-use std::sync::Arc;
-
 use nervix_connectors::http::HttpClientConfig;
 use nervix_nspl::ast::catalog::{CodecSource, WireFormat};
 use nervix_nspl::ast::emitter::CreateEmitter;
 use nervix_nspl::ast::{CatalogStmt, Expr};
 use nervix_nspl::{ObjectKind, Statement};
 
-use super::{Builder, PlanError, TypedIndex};
+use super::{Builder, PlanError, RowBody, TypedIndex};
 use crate::codec::JsonCodecPlan;
 use crate::validate::route::Field;
 use crate::vm::Program;
@@ -48,16 +46,6 @@ pub struct PollPlan {
     pub every_ns: u64,
     pub codec: super::IntakeCodec,
     pub quiesce: super::IntakeQuiesce,
-}
-
-/// How a row becomes a request body.
-pub enum RowBody {
-    /// `ENCODE USING <WIRE JSON codec>`: the row in wire terms.
-    Codec(Arc<JsonCodecPlan>),
-    /// No ENCODE clause: the row as a JSON object of the sink's fields.
-    Json,
-    /// `WITHOUT BODY`.
-    None,
 }
 
 impl<'d> Builder<'d> {

@@ -3,7 +3,8 @@
 //!
 //! A JAQ codec with an ON INGESTION program is CPU work of unbounded size, so the data listeners
 //! unfold its payloads on the node's extension workers ([`IntakeCodec::unfolds_on_workers`]);
-//! every other decode is one bounded pass on the shard.
+//! every other decode is one bounded pass on the shard. Emitters resolve their ENCODE USING
+//! codec through `Builder::intake_codec` too (over the sink's fields; see `row_body`).
 
 use std::sync::Arc;
 

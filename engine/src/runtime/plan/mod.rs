@@ -17,6 +17,7 @@ mod http;
 mod intake_codec;
 mod kafka;
 mod route;
+mod row_body;
 mod sink_expr;
 mod window;
 mod work;
@@ -45,10 +46,11 @@ use nervix_shards::flush::FlushPolicy;
 
 pub use connection::ConnectionPlan;
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
-pub use http::{HttpSinkPlan, PollPlan, RowBody};
+pub use http::{HttpSinkPlan, PollPlan};
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
+pub use row_body::RowBody;
 pub use window::{WindowCall, WindowPlan};
 pub use work::NodeWork;
 

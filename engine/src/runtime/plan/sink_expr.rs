@@ -7,12 +7,10 @@
 //! INHERIT ALL without exceptions), so only then is it allowed; any other read is refused here,
 //! because the queue no longer holds the input row.
 
-use std::sync::Arc;
-
-use nervix_nspl::ast::emitter::{CreateEmitter, Encoding};
+use nervix_nspl::ast::emitter::CreateEmitter;
 use nervix_nspl::ast::Expr;
 
-use super::{Builder, PlanError, RowBody, TypedIndex};
+use super::{PlanError, TypedIndex};
 use crate::validate::route::Field;
 use crate::vm::{ColumnSlot, Program};
 
@@ -108,24 +106,5 @@ impl<'a, 't> SinkExprs<'a, 't> {
             ));
         }
         Ok(headers)
-    }
-}
-
-impl<'d> Builder<'d> {
-    /// How a sink writes each row: ENCODE USING a WIRE JSON codec, WITHOUT BODY, or (no
-    /// clause) the row as a JSON object of the sink's fields.
-    pub(super) fn row_body(
-        &self,
-        create: &CreateEmitter,
-        sink: &[Field],
-        owner: &str,
-    ) -> Result<RowBody, PlanError> {
-        Ok(match &create.sink.encoding {
-            None => RowBody::Json,
-            Some(Encoding::WithoutBody) => RowBody::None,
-            Some(Encoding::Codec(codec)) => {
-                RowBody::Codec(Arc::new(self.json_codec(&codec.name, sink, owner)?))
-            }
-        })
     }
 }

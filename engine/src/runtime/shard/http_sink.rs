@@ -3,11 +3,14 @@
 //! other 4xx go to ON MESSAGE ERROR").
 //!
 //! The shard builds each frame's requests with the sink's programs (METHOD, PATH, every
-//! `write_header`) over the whole batch and its bodies with the codec, then hands the frame as
-//! one job to the connector runtime, which sends its rows concurrently (at most
+//! `write_header`) over the whole batch and its bodies with the codec into one buffer (a JAQ
+//! codec's ON EMITTING runs on the extension workers instead: the job carries the rows there
+//! and waits for their bodies, see [`super::sink_body`]), then hands the frame as one job to
+//! the connector runtime, which sends its rows concurrently (at most
 //! [`MAX_CONCURRENT_REQUESTS`] per job) and retries each retryable failure on the emitter's
 //! RETRY POLICY — `Retry-After` when the server sent one, else BACKOFF doubling up to MAX —
-//! until the row is delivered, refused, or its emitter's ACK TIMEOUT has passed. The job
+//! until the row is delivered, refused, or its emitter's ACK TIMEOUT has passed. A row the
+//! encoder refused is not sent: it fails with the encoder's reason. The job
 //! completes with one outcome per row; the shard then acknowledges delivered rows and applies
 //! ON MESSAGE ERROR to the others (IGNORE acknowledges them, LOG logs and negatively
 //! acknowledges their payloads). At most MAX n (ACK PARALLEL) frames are in flight, so a slow
@@ -21,10 +24,13 @@ use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use nervix_connectors::http::{Attempt, HttpClient, RequestSpec};
 use nervix_connectors::runtime::ConnectorRuntime;
 use nervix_connectors::ConnectorError;
+use nervix_shards::workers::WorkerClass;
 
+use super::sink_body::{refusal, FrameBodies};
 use super::ShardState;
+use crate::codec::EncodedRows;
 use crate::runtime::frame::Frame;
-use crate::runtime::plan::{EmitterPlan, ErrorPlan, HttpSinkPlan, RowBody, SinkPlan};
+use crate::runtime::plan::{EmitterPlan, ErrorPlan, HttpSinkPlan, SinkPlan};
 use crate::vm::{EvalContext, Program};
 
 /// Requests of one job in flight at once.
@@ -33,10 +39,12 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 /// One row's outcome: delivered, or why not.
 pub type RowOutcome = Result<(), String>;
 
-/// A frame's requests (a row whose request could not be built carries its error).
+/// A frame's requests (a row whose request could not be built carries its error), without
+/// bodies yet, and the bodies.
 struct HttpJob {
     job: u64,
     requests: Vec<Result<RequestSpec, String>>,
+    bodies: FrameBodies,
 }
 
 /// A job finished: one outcome per row, in row order.
@@ -61,6 +69,8 @@ pub struct HttpSinkHandle {
     pub completions: Option<async_channel::Receiver<HttpCompletion>>,
     in_flight: HashMap<u64, Frame>,
     next_job: u64,
+    /// The extension workers, when the body runs there (JAQ ON EMITTING).
+    workers: Option<Arc<WorkerClass>>,
 }
 
 impl HttpSinkHandle {
@@ -68,6 +78,7 @@ impl HttpSinkHandle {
         runtime: &ConnectorRuntime,
         plan: Arc<HttpSinkPlan>,
         emitter: &EmitterPlan,
+        workers: Option<Arc<WorkerClass>>,
     ) -> Result<HttpSinkHandle, ConnectorError> {
         let client = HttpClient::new(plan.client.clone())?;
         let slots = emitter.max_in_flight.max(1) as usize;
@@ -82,7 +93,13 @@ impl HttpSinkHandle {
             while let Ok(job) = receiver.recv().await {
                 let (client, done) = (client.clone(), done.clone());
                 tokio::spawn(async move {
-                    let rows = run_job(&client, job.requests, retry).await;
+                    let bodies = match job.bodies {
+                        FrameBodies::Ready(bodies) => bodies,
+                        FrameBodies::OnWorkers(bodies) => Some(bodies.wait().await),
+                    };
+                    let mut requests = job.requests;
+                    attach_bodies(&mut requests, bodies);
+                    let rows = run_job(&client, requests, retry).await;
                     let _ = done.send(HttpCompletion { job: job.job, rows }).await;
                 });
             }
@@ -93,7 +110,26 @@ impl HttpSinkHandle {
             completions: Some(completions),
             in_flight: HashMap::new(),
             next_job: 1,
+            workers,
         })
+    }
+}
+
+/// Gives each request its row's body (one shared buffer, sliced), or the row's refusal.
+fn attach_bodies(requests: &mut [Result<RequestSpec, String>], bodies: Option<EncodedRows>) {
+    let Some(bodies) = bodies else {
+        return;
+    };
+    let (bytes, rows) = bodies.into_parts();
+    let bytes = bytes::Bytes::from(bytes);
+    for (request, row) in requests.iter_mut().zip(rows) {
+        let Ok(spec) = request else {
+            continue;
+        };
+        match row {
+            Ok(range) => spec.body = Some(bytes.slice(range)),
+            Err(reason) => *request = Err(refusal(&reason)),
+        }
     }
 }
 
@@ -191,15 +227,12 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
         .iter()
         .map(|(name, value)| (eval(name), eval(value)))
         .collect();
-    // Each row's body moves into its request (encoded once, never copied again).
-    let mut bodies = row_bodies(&plan.body, batch).map(Vec::into_iter);
     let text = |values: &ArrayRef, row: usize| -> Option<String> {
         let strings = values.as_any().downcast_ref::<StringArray>()?;
         (!strings.is_null(row)).then(|| strings.value(row).to_string())
     };
     (0..rows)
         .map(|row| {
-            let body = bodies.as_mut().and_then(Iterator::next);
             let at = row as u32;
             for (_, errors) in [&method, &path] {
                 if let Some(error) = errors.get(&at) {
@@ -222,59 +255,10 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
                 method,
                 path,
                 headers: written,
-                body,
+                body: None,
             })
         })
         .collect()
-}
-
-/// One body per row: the codec's (or plain JSON) encoding of each row, or none.
-pub(super) fn row_bodies(body: &RowBody, batch: &RecordBatch) -> Option<Vec<Vec<u8>>> {
-    let mut out = Vec::new();
-    let ranges = encode_rows(body, batch, &mut out)?;
-    Some(
-        ranges
-            .into_iter()
-            .map(|range| out[range].to_vec())
-            .collect(),
-    )
-}
-
-/// Encodes `batch`'s rows back to back into `out` and returns each row's byte range (a row
-/// the encoder could not write is empty); `None` for WITHOUT BODY.
-pub(super) fn encode_rows(
-    body: &RowBody,
-    batch: &RecordBatch,
-    out: &mut Vec<u8>,
-) -> Option<Vec<std::ops::Range<usize>>> {
-    out.clear();
-    match body {
-        RowBody::None => return None,
-        RowBody::Codec(codec) => crate::codec::encode_ndjson(batch, codec, out),
-        RowBody::Json => {
-            let mut writer = arrow_json::LineDelimitedWriter::new(&mut *out);
-            if writer.write(batch).and_then(|_| writer.finish()).is_err() {
-                out.clear();
-            }
-        }
-    }
-    // JSON escapes newlines inside strings, so a newline always ends a record.
-    let mut ranges = Vec::with_capacity(batch.num_rows());
-    let mut start = 0;
-    for (at, byte) in out.iter().enumerate() {
-        if ranges.len() == batch.num_rows() {
-            break;
-        }
-        if *byte == b'\n' {
-            ranges.push(start..at);
-            start = at + 1;
-        }
-    }
-    if ranges.len() < batch.num_rows() && start < out.len() {
-        ranges.push(start..out.len());
-    }
-    ranges.resize(batch.num_rows(), 0..0);
-    Some(ranges)
 }
 
 impl ShardState {
@@ -299,7 +283,16 @@ impl ShardState {
                 };
                 let job = sink.next_job;
                 let requests = build_requests(&sink.plan, &frame.batch);
-                if sink.jobs.try_send(HttpJob { job, requests }).is_err() {
+                let bodies = FrameBodies::of(&sink.plan.body, &frame.batch, sink.workers.as_ref());
+                if sink
+                    .jobs
+                    .try_send(HttpJob {
+                        job,
+                        requests,
+                        bodies,
+                    })
+                    .is_err()
+                {
                     queue.ready.push_front(frame);
                     break;
                 }
@@ -430,11 +423,17 @@ impl ShardState {
 pub(super) fn start_http_sinks(
     runtime: &ConnectorRuntime,
     plan: &crate::runtime::plan::DomainPlan,
+    extension: Option<&Arc<WorkerClass>>,
 ) -> HashMap<usize, HttpSinkHandle> {
     let mut sinks = HashMap::new();
     for (index, emitter) in plan.emitters.iter().enumerate() {
         if let SinkPlan::HttpRequest(http) = &emitter.sink {
-            match HttpSinkHandle::start(runtime, http.clone(), emitter) {
+            let workers = http
+                .body
+                .encodes_on_workers()
+                .then(|| extension.cloned())
+                .flatten();
+            match HttpSinkHandle::start(runtime, http.clone(), emitter, workers) {
                 Ok(handle) => {
                     sinks.insert(index, handle);
                 }

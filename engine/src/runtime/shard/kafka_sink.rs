@@ -4,8 +4,12 @@
 //! acknowledged").
 //!
 //! A frame's records are prepared over the whole batch — KEY and every `write_header` program
-//! evaluated once, bodies encoded by the codec in one pass — and enqueued into librdkafka's
-//! non-blocking producer, each tagged with its frame and row. Delivery reports come back on the
+//! evaluated once, bodies encoded by the codec in one pass into one buffer — and enqueued into
+//! librdkafka's non-blocking producer, each tagged with its frame and row. A JAQ codec's ON
+//! EMITTING runs on the extension workers instead ([`super::sink_body`]): the frame is in
+//! flight while its bodies are made, and its records (and every later frame's) are enqueued
+//! once they are back, so records keep frame order. A row the encoder refused is not produced:
+//! it fails with the encoder's reason. Delivery reports come back on the
 //! sink's task ([`KafkaSinkHandle::serve`]); when every row of a frame has its outcome, the
 //! frame's acknowledgement runs resolve: delivered rows ack, failed rows follow ON MESSAGE
 //! ERROR (IGNORE acks, LOG logs and nacks their payloads). A row whose delivery failed in a way
@@ -21,8 +25,12 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use nervix_connectors::kafka::{KafkaProducer, SendRefused};
 use nervix_connectors::ConnectorError;
 
-use super::http_sink::{encode_rows, eval_rows, RowOutcome};
+use nervix_shards::workers::WorkerClass;
+
+use super::http_sink::{eval_rows, RowOutcome};
+use super::sink_body::{refusal, FrameBodies, WorkerBodies};
 use super::ShardState;
+use crate::codec::EncodedRows;
 use crate::runtime::clock;
 use crate::runtime::frame::Frame;
 use crate::runtime::plan::{EmitterPlan, ErrorPlan, KafkaSinkPlan, SinkPlan};
@@ -37,9 +45,8 @@ type TextColumn = (Result<ArrayRef, String>, HashMap<u32, String>);
 /// header columns as text. Rows are read from them in place when produced (no per-row
 /// allocation).
 struct PreparedFrame {
-    values: Vec<u8>,
-    /// Each row's range in `values`; `None`: WITHOUT BODY (empty values).
-    ranges: Option<Vec<std::ops::Range<usize>>>,
+    /// `None`: WITHOUT BODY (empty values).
+    values: Option<EncodedRows>,
     key: Option<TextColumn>,
     headers: Vec<(TextColumn, TextColumn)>,
 }
@@ -80,11 +87,8 @@ impl PreparedFrame {
                 headers.push((name, value.as_bytes()));
             }
         }
-        let value = match &self.ranges {
-            Some(ranges) => ranges
-                .get(row)
-                .and_then(|range| self.values.get(range.clone()))
-                .unwrap_or_default(),
+        let value = match &self.values {
+            Some(values) => values.row(row).map_err(refusal)?,
             None => &[],
         };
         Ok((key, value))
@@ -95,6 +99,8 @@ impl PreparedFrame {
 struct FrameInFlight {
     frame: Frame,
     prepared: PreparedFrame,
+    /// The values being made on the extension workers; nothing is produced until they are back.
+    encoding: Option<WorkerBodies>,
     /// One outcome per row once known.
     outcomes: Vec<Option<RowOutcome>>,
     /// Rows not yet enqueued (first send, or a retry due at the instant given), in order.
@@ -118,12 +124,15 @@ pub struct KafkaSinkHandle {
     /// Set when the local queue refused a record: enqueuing waits for deliveries.
     queue_full: bool,
     deliveries: Vec<(u64, Result<(), ConnectorError>)>,
+    /// The extension workers, when the body runs there (JAQ ON EMITTING).
+    workers: Option<Arc<WorkerClass>>,
 }
 
 impl KafkaSinkHandle {
     pub fn start(
         plan: Arc<KafkaSinkPlan>,
         emitter: &EmitterPlan,
+        workers: Option<Arc<WorkerClass>>,
     ) -> Result<KafkaSinkHandle, ConnectorError> {
         let producer = KafkaProducer::new(&plan.config, &plan.topic)?;
         Ok(KafkaSinkHandle {
@@ -136,6 +145,7 @@ impl KafkaSinkHandle {
             deadline_ns: emitter.ack_timeout_ns,
             queue_full: false,
             deliveries: Vec::new(),
+            workers,
         })
     }
 
@@ -144,16 +154,31 @@ impl KafkaSinkHandle {
         self.frames.len()
     }
 
-    /// Enqueues what is due of every frame, in job order, until the local queue is full.
+    /// Enqueues what is due of every frame, in job order, until the local queue is full or a
+    /// frame's values are still on the extension workers (later frames wait behind it).
     fn send_due(&mut self, now_ns: u64) {
         let mut jobs: Vec<u64> = self.frames.keys().copied().collect();
         jobs.sort_unstable();
         self.queue_full = false;
         let terms = self.retry_terms();
+        // Served every few hundred microseconds while frames are in flight, so a finished or
+        // newly admitted encoding is noticed without a wake-up.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         for job in jobs {
             let Some(flight) = self.frames.get_mut(&job) else {
                 continue;
             };
+            if let Some(encoding) = flight.encoding.as_mut() {
+                match encoding.poll(&mut cx) {
+                    std::task::Poll::Ready(values) => {
+                        flight.prepared.values = Some(values);
+                        flight.encoding = None;
+                        // ACK TIMEOUT bounds delivery, as for frames encoded on the shard.
+                        flight.started_ns = now_ns;
+                    }
+                    std::task::Poll::Pending => return,
+                }
+            }
             while let Some(&(row, due_ns)) = flight.to_send.front() {
                 if due_ns > now_ns {
                     break;
@@ -277,8 +302,12 @@ fn settle(
     flight.unresolved -= 1;
 }
 
-/// The records of `batch`'s rows.
-fn prepare(plan: &KafkaSinkPlan, batch: &RecordBatch) -> PreparedFrame {
+/// The records of `batch`'s rows, and their values' encoding when it runs on `workers`.
+fn prepare(
+    plan: &KafkaSinkPlan,
+    batch: &RecordBatch,
+    workers: Option<&Arc<WorkerClass>>,
+) -> (PreparedFrame, Option<WorkerBodies>) {
     let rows = batch.num_rows();
     let columns: Vec<ArrayRef> = batch.columns().to_vec();
     let now_ns = clock::wall_ns();
@@ -288,18 +317,20 @@ fn prepare(plan: &KafkaSinkPlan, batch: &RecordBatch) -> PreparedFrame {
             .map_err(|error| error.to_string());
         (values, errors)
     };
-    let mut values = Vec::new();
-    let ranges = encode_rows(&plan.body, batch, &mut values);
-    PreparedFrame {
+    let (values, encoding) = match FrameBodies::of(&plan.body, batch, workers) {
+        FrameBodies::Ready(values) => (values, None),
+        FrameBodies::OnWorkers(encoding) => (None, Some(encoding)),
+    };
+    let prepared = PreparedFrame {
         values,
-        ranges,
         key: plan.key.as_ref().map(text),
         headers: plan
             .headers
             .iter()
             .map(|(name, value)| (text(name), text(value)))
             .collect(),
-    }
+    };
+    (prepared, encoding)
 }
 
 impl ShardState {
@@ -325,7 +356,7 @@ impl ShardState {
                 };
                 let job = sink.next_job;
                 sink.next_job = (sink.next_job + 1) & ((1 << ROW_BITS) - 1);
-                let prepared = prepare(&sink.plan, &frame.batch);
+                let (prepared, encoding) = prepare(&sink.plan, &frame.batch, sink.workers.as_ref());
                 let count = frame.num_rows();
                 if resolves_at_handoff {
                     handed_over.push(frame.clone());
@@ -339,6 +370,7 @@ impl ShardState {
                         to_send: (0..count as u32).map(|row| (row, 0)).collect(),
                         unresolved: count,
                         prepared,
+                        encoding,
                         started_ns: now_ns,
                         resolved_at_handoff: resolves_at_handoff,
                     },
@@ -430,11 +462,17 @@ impl ShardState {
 /// Starts the Kafka producers of a deployed plan's emitters (on the shard that runs sinks).
 pub(super) fn start_kafka_sinks(
     plan: &crate::runtime::plan::DomainPlan,
+    extension: Option<&Arc<WorkerClass>>,
 ) -> HashMap<usize, KafkaSinkHandle> {
     let mut sinks = HashMap::new();
     for (index, emitter) in plan.emitters.iter().enumerate() {
         if let SinkPlan::Kafka(kafka) = &emitter.sink {
-            match KafkaSinkHandle::start(kafka.clone(), emitter) {
+            let workers = kafka
+                .body
+                .encodes_on_workers()
+                .then(|| extension.cloned())
+                .flatten();
+            match KafkaSinkHandle::start(kafka.clone(), emitter, workers) {
                 Ok(handle) => {
                     sinks.insert(index, handle);
                 }

@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod kafka;
 pub mod kafka_sink;
 pub mod mesh;
+pub mod sink_body;
 pub mod sinks;
 pub mod subscription;
 
@@ -165,7 +166,7 @@ pub struct ShardState {
     pub stop_listeners: Option<async_channel::Sender<()>>,
     /// The node's connector runtime (HTTP clients), when the node has one.
     pub connectors: Option<nervix_connectors::runtime::ConnectorRuntime>,
-    /// The node's extension workers (JAQ unfolding), shared by every shard.
+    /// The node's extension workers (JAQ unfolding and emitting), shared by every shard.
     pub extension: Option<std::sync::Arc<nervix_shards::workers::WorkerClass>>,
 }
 
@@ -310,11 +311,13 @@ impl ShardState {
             }
         }
         let http_sinks = match (&self.connectors, sink_shard) {
-            (Some(runtime), true) => http_sink::start_http_sinks(runtime, &plan),
+            (Some(runtime), true) => {
+                http_sink::start_http_sinks(runtime, &plan, self.extension.as_ref())
+            }
             _ => HashMap::new(),
         };
         let kafka_sinks = if sink_shard {
-            kafka_sink::start_kafka_sinks(&plan)
+            kafka_sink::start_kafka_sinks(&plan, self.extension.as_ref())
         } else {
             HashMap::new()
         };
