@@ -121,13 +121,45 @@ fn batch(fields: &[(String, String)], lines: &[String]) -> RecordBatch {
             .map(|(name, ty)| Field::new(name, arrow_type(ty), false))
             .collect::<Vec<_>>(),
     ));
-    let mut decoder = arrow_json::ReaderBuilder::new(schema)
+    // arrow-json parses offset time zones only: read DATETIME at +00:00, then name it UTC.
+    let parse_schema = Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Timestamp(unit, Some(_)) => Field::new(
+                    f.name(),
+                    DataType::Timestamp(*unit, Some("+00:00".into())),
+                    false,
+                ),
+                _ => f.as_ref().clone(),
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let mut decoder = arrow_json::ReaderBuilder::new(parse_schema)
         .build_decoder()
         .expect("decoder");
     decoder
         .decode(lines.join("\n").as_bytes())
         .expect("rows match the fields");
-    decoder.flush().expect("rows").expect("a batch")
+    let parsed = decoder.flush().expect("rows").expect("a batch");
+    let columns = parsed
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, Some(_)) => {
+                let values = column
+                    .as_any()
+                    .downcast_ref::<arrow_array::TimestampNanosecondArray>()
+                    .expect("timestamps")
+                    .clone()
+                    .with_timezone("UTC");
+                Arc::new(values) as arrow_array::ArrayRef
+            }
+            _ => column.clone(),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns).expect("batch")
 }
 
 fn sorted(mut rows: Vec<Value>) -> Vec<Value> {

@@ -199,6 +199,8 @@ pub struct IngestorPlan {
     /// Whether its programs read the source envelope (`read_header`, `read_headers`,
     /// `metadata.`): only then do its intakes capture one (`runtime::envelope`).
     pub uses_envelope: bool,
+    /// `TIMESTAMP AT <field>`: the input column (DATETIME) holding each row's event time.
+    pub event_time: Option<usize>,
 }
 
 /// One `FROM <relay> [WHERE …]` of a processor or emitter.
@@ -648,6 +650,12 @@ impl<'d> Builder<'d> {
             contract_id,
             source,
             uses_envelope,
+            event_time: match &create.timestamp {
+                Some(nervix_nspl::ast::ingestor::TimestampSource::At(field)) => {
+                    fields.iter().position(|f| f.name == field.name)
+                }
+                _ => None,
+            },
         });
         Ok(())
     }

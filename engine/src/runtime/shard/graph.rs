@@ -382,7 +382,12 @@ impl Graph {
             self.publish(
                 NodeRef::Emitter(index),
                 error.relay,
-                Frame { batch, key, acks },
+                Frame {
+                    times: crate::runtime::frame::take_times(frame.times.as_ref(), &rows),
+                    batch,
+                    key,
+                    acks,
+                },
                 at,
                 cx,
             );
@@ -480,12 +485,16 @@ impl Graph {
                 || acks.iter().map(|run| run.rows as usize).sum::<usize>() == batch.num_rows(),
             "ack runs must cover the batch's rows"
         );
+        let plan = self.plan.clone();
+        let times = plan.ingestors[index]
+            .event_time
+            .and_then(|column| event_times(batch.column(column)));
         let frame = Frame {
             batch: batch.clone(),
             key: BranchKey::Unbranched,
             acks,
+            times,
         };
-        let plan = self.plan.clone();
         let ingestor = &plan.ingestors[index];
         self.process(
             NodeRef::Ingestor(index),
@@ -578,6 +587,7 @@ impl Graph {
             rows,
             kept_rows,
             envelope,
+            times,
         } = kept;
         let mut out_frames: Vec<(RelayId, Frame)> = Vec::new();
         // Materialized state bound for this batch, as columns of the batch's length.
@@ -596,7 +606,7 @@ impl Graph {
                     &frame.key,
                     at.snapshot_ns,
                     &mut self.encoders,
-                    frame.acks.len() > 1,
+                    frame.acks.len() > 1 || times.is_some(),
                 );
                 self.route_output(
                     node,
@@ -605,7 +615,7 @@ impl Graph {
                     frame,
                     &columns,
                     view.as_ref(),
-                    kept_rows.as_ref(),
+                    (kept_rows.as_ref(), times.as_ref()),
                     output,
                     detached,
                     at,
@@ -646,7 +656,7 @@ impl Graph {
         frame: &Frame,
         columns: &[ArrayRef],
         envelope: Option<&crate::vm::EnvelopeView>,
-        kept_rows: Option<&UInt32Array>,
+        (kept_rows, times): (Option<&UInt32Array>, Option<&ArrayRef>),
         output: RouteOutput,
         detached: bool,
         at: Instant,
@@ -683,10 +693,12 @@ impl Graph {
             if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
                 self.touch_branch(branch, bytes, at.now.physical_ns);
             }
+            let group_times = crate::runtime::frame::take_times(times, &group.input_rows);
             let deadline = self.node_mut(node).routes[route_index].append(
                 group.key,
                 group.batch,
                 runs,
+                group_times,
                 at.now,
                 &mut flushed,
             );
@@ -741,6 +753,7 @@ impl Graph {
                     out_frames.push((
                         error.relay,
                         Frame {
+                            times: crate::runtime::frame::take_times(times, &rows),
                             batch,
                             key,
                             acks: runs,
@@ -1415,6 +1428,14 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// A DATETIME column as event times (I64 ns, the same buffer).
+fn event_times(column: &ArrayRef) -> Option<ArrayRef> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampNanosecondType};
+    let values = column.as_primitive_opt::<TimestampNanosecondType>()?;
+    Some(Arc::new(values.reinterpret_cast::<Int64Type>()))
 }
 
 fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
