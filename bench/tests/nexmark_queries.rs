@@ -91,3 +91,41 @@ async fn q1_converts_every_price_to_euros() {
 async fn q2_keeps_the_bids_on_every_123rd_auction() {
     matches_the_reference("q2").await;
 }
+
+/// `nervix-bench nexmark-q<N>` in its small mode (what CI runs): a second of submitting 20,000
+/// pre-generated bids, and the output count equals the reference's for the completed batches.
+#[test]
+fn the_nexmark_bench_runs_for_a_second_and_matches_the_reference_count() {
+    for query in ["q0", "q1", "q2"] {
+        let scenario = format!("nexmark-{query}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+            .args([&scenario, "--seconds", "1", "--events", "20000", "--json"])
+            .output()
+            .expect("nervix-bench runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = stdout.lines().last().expect("some output");
+        let result: serde_json::Value = serde_json::from_str(last).expect("a JSON line");
+        assert_eq!(result["scenario"], scenario.as_str());
+        assert_eq!(result["query"], query);
+        let rows_in = result["rows_in"].as_u64().expect("rows_in");
+        let rows_out = result["rows_out"].as_u64().expect("rows_out");
+        assert!(rows_in > 0, "{result}");
+        assert_eq!(rows_out, result["matching"].as_u64().expect("matching"));
+        if query == "q2" {
+            // About one bid in 123 auctions' worth: far fewer rows out than in, but some.
+            assert!(rows_out > 0 && rows_out * 10 < rows_in, "{result}");
+        } else {
+            assert_eq!(rows_out, rows_in, "{result}");
+        }
+        assert!(result["events_per_sec_per_shard"].as_f64().unwrap_or(0.0) > 0.0);
+        assert!(
+            result["p99_us"].as_f64().unwrap_or(-1.0) >= result["p50_us"].as_f64().unwrap_or(0.0)
+        );
+    }
+}

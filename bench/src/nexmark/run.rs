@@ -37,6 +37,22 @@ use super::query::{Inputs, Query, AUCTION_INGESTOR, BID_INGESTOR, PERSON_INGESTO
 use crate::report::{peak_rss_bytes, RunResult};
 use crate::scenario::{now_ns, retry_open};
 
+/// The Nexmark scenarios, as `nervix-bench list` prints them.
+pub const SCENARIOS: [(&str, &str); 3] = [
+    (
+        "nexmark-q0",
+        "Nexmark q0 pass-through: generated bids → CLIENT PRODUCER → junction → CLIENT CONSUMER (in-process)",
+    ),
+    (
+        "nexmark-q1",
+        "Nexmark q1 currency conversion: price * 0.908 as F64 (in-process)",
+    ),
+    (
+        "nexmark-q2",
+        "Nexmark q2 selection: auction % 123 = 0, project auction, price (in-process)",
+    ),
+];
+
 /// The domain every port is deployed into (a fresh node each run).
 const DOMAIN: &str = "nexmark";
 /// Rows per client batch at most (DESIGN §9).
