@@ -21,6 +21,9 @@ pub enum NodeWork {
     Dedup {
         keys: Vec<Program>,
         max_time_ns: u64,
+        /// Identifies the key expressions: a keyspace stored under others is purged (spec:
+        /// changing DEDUPLICATE ON purges the keyspace).
+        key_model: u64,
     },
     /// REORDERER: rows are held per branch and released in `BY` order after at most
     /// `max_time_ns` (see `exec::reorder`).
@@ -50,6 +53,13 @@ impl<'d> Builder<'d> {
             ProcessorDef::Deduplicator { on, max_time, .. } => NodeWork::Dedup {
                 keys: compile_all(on)?,
                 max_time_ns: max_time.nanos,
+                key_model: xxhash_rust::xxh3::xxh3_64(
+                    on.iter()
+                        .map(nervix_nspl::render::fmt_expr)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        .as_bytes(),
+                ),
             },
             ProcessorDef::Reorderer { by, max_time, .. } => NodeWork::Reorder {
                 by: compile_all(by)?,

@@ -156,7 +156,9 @@ impl Graph {
         match (&processor.work, &mut self.work[index]) {
             (NodeWork::Pass, _) => false,
             (
-                NodeWork::Dedup { keys, max_time_ns },
+                NodeWork::Dedup {
+                    keys, max_time_ns, ..
+                },
                 WorkState::Dedup {
                     spaces,
                     converter,
