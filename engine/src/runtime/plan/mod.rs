@@ -13,6 +13,7 @@
 
 mod connection;
 mod endpoint;
+mod generator;
 mod http;
 mod intake_codec;
 mod kafka;
@@ -749,6 +750,9 @@ impl<'d> Builder<'d> {
     }
 
     fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
+        if let ProcessorDef::Generator { source, each } = &create.def {
+            return self.generator(entity, create, source, each);
+        }
         let owner = entity.key.to_string();
         let feed = match &create.def {
             ProcessorDef::Junction { feed }

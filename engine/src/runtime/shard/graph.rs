@@ -18,6 +18,7 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod generator;
 mod work;
 
 use std::collections::{HashMap, VecDeque};
@@ -1023,6 +1024,7 @@ impl Graph {
             moved |= self.retry_inbound(at, cx);
             moved |= self.retry_waiting(at, cx);
             moved |= self.retry_blocked(at, cx);
+            moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
                 while !self.relays[relay].buffer.is_empty() {
@@ -1223,7 +1225,9 @@ impl Graph {
             .iter()
             .map(|c| c.slice(rows - 1, 1))
             .collect();
-        self.states[relay].insert(frame.key.clone(), last);
+        if self.states[relay].insert(frame.key.clone(), last).is_none() {
+            self.note_state_birth(relay, &frame.key);
+        }
         self.state_arrived = true;
     }
 

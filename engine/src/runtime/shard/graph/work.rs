@@ -104,6 +104,7 @@ pub(super) enum WorkState {
     Window {
         windows: HashMap<BranchKey, WindowState>,
     },
+    Generate(super::generator::GeneratorState),
 }
 
 impl WorkState {
@@ -121,6 +122,7 @@ impl WorkState {
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
             },
+            NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
     }
 }
@@ -143,7 +145,8 @@ impl Graph {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match (&processor.work, &mut self.work[index]) {
-            (NodeWork::Pass, _) => false,
+            // A generator has no input: its rows come from `generator`, never through here.
+            (NodeWork::Pass | NodeWork::Generate { .. }, _) => false,
             (
                 NodeWork::Dedup { keys, max_time_ns },
                 WorkState::Dedup {
@@ -628,16 +631,24 @@ impl Graph {
             .processors
             .iter()
             .zip(&self.work)
-            .filter_map(|(processor, state)| match (&processor.work, state) {
-                (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => buffers
-                    .values()
-                    .filter_map(|b| b.due_ns(*max_time_ns))
-                    .min(),
-                (NodeWork::Window(window), WorkState::Window { windows }) => {
-                    windows.values().filter_map(|w| w.due_ns(window)).min()
-                }
-                _ => None,
-            })
+            .enumerate()
+            .filter_map(
+                |(index, (processor, state))| match (&processor.work, state) {
+                    (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
+                        buffers
+                            .values()
+                            .filter_map(|b| b.due_ns(*max_time_ns))
+                            .min()
+                    }
+                    (NodeWork::Window(window), WorkState::Window { windows }) => {
+                        windows.values().filter_map(|w| w.due_ns(window)).min()
+                    }
+                    (NodeWork::Generate { source, .. }, WorkState::Generate(_)) => {
+                        self.generator_deadline(index, *source)
+                    }
+                    _ => None,
+                },
+            )
             .min()
     }
 
@@ -654,7 +665,8 @@ impl Graph {
                 WorkState::Window { windows } => {
                     windows.remove(key);
                 }
-                WorkState::Pass => {}
+                // A generator skips branches whose state left when their turn comes.
+                WorkState::Pass | WorkState::Generate(_) => {}
             }
         }
     }
