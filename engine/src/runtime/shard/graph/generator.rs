@@ -52,6 +52,31 @@ pub(super) struct GeneratorState {
 }
 
 impl GeneratorState {
+    /// Decides what is owed at domain time `now_ns`: when the previous occurrence is worked
+    /// through and the next one is due (however late), one generation for every branch with
+    /// state (`branches`, which includes every new one) and the next boundary after `now_ns`;
+    /// otherwise the branches whose state is new. The first call anchors the schedule at
+    /// `now_ns`, so the first occurrence is immediate.
+    fn advance<I: Iterator<Item = BranchKey>>(
+        &mut self,
+        now_ns: i64,
+        each_ns: u64,
+        branches: impl FnOnce() -> I,
+    ) {
+        let next_ns = *self.next_ns.get_or_insert(now_ns);
+        if !self.pending.is_empty() {
+            // Still working through an occurrence: what comes due meanwhile coalesces.
+            return;
+        }
+        if next_ns <= now_ns {
+            self.births.clear();
+            self.pending.extend(branches());
+            self.next_ns = Some(occurrence(next_ns, each_ns, now_ns).1);
+        } else {
+            self.pending.extend(self.births.drain(..));
+        }
+    }
+
     /// When the ticker must next wake for this generator (domain ns): its next occurrence,
     /// while there is state to generate from and the node is free to publish.
     pub(super) fn deadline_ns(&self, has_state: bool, blocked: bool) -> Option<i64> {
@@ -107,18 +132,8 @@ impl Graph {
             let super::WorkState::Generate(state) = &mut self.work[index] else {
                 continue;
             };
-            let next_ns = *state.next_ns.get_or_insert(now_ns);
-            if state.pending.is_empty() {
-                if next_ns <= now_ns {
-                    // Due (perhaps several periods late): one generation for every branch
-                    // with state, which includes every new one.
-                    state.births.clear();
-                    state.pending.extend(self.states[*source].keys().cloned());
-                    state.next_ns = Some(occurrence(next_ns, *each_ns, now_ns).1);
-                } else {
-                    state.pending.extend(state.births.drain(..));
-                }
-            }
+            let branches = &self.states[*source];
+            state.advance(now_ns, *each_ns, || branches.keys().cloned());
             moved |= self.generate_pending(index, *source, at, cx);
         }
         moved
@@ -180,7 +195,73 @@ impl Graph {
 
 #[cfg(test)]
 mod tests {
-    use super::occurrence;
+    use super::{occurrence, GeneratorState};
+    use nervix_shards::branch_key::BranchKey;
+
+    fn key(name: &str) -> BranchKey {
+        BranchKey::Key(name.as_bytes().into())
+    }
+
+    /// Runs `advance` and takes what it left owed.
+    fn owed(state: &mut GeneratorState, now_ns: i64, branches: &[&str]) -> Vec<BranchKey> {
+        state.advance(now_ns, 200, || branches.iter().map(|b| key(b)));
+        state.pending.drain(..).collect()
+    }
+
+    #[test]
+    fn the_first_occurrence_is_immediate_and_later_ones_follow_the_schedule() {
+        let mut state = GeneratorState::default();
+        assert_eq!(owed(&mut state, 1_000, &["a"]), vec![key("a")]);
+        assert_eq!(owed(&mut state, 1_199, &["a"]), Vec::<BranchKey>::new());
+        assert_eq!(owed(&mut state, 1_200, &["a"]), vec![key("a")]);
+        assert_eq!(state.next_ns, Some(1_400));
+    }
+
+    #[test]
+    fn a_late_run_generates_once_and_continues_at_the_next_boundary() {
+        let mut state = GeneratorState::default();
+        owed(&mut state, 0, &["a", "b"]);
+        // Five periods missed: each branch once, then the boundary after now.
+        assert_eq!(
+            owed(&mut state, 1_050, &["a", "b"]),
+            vec![key("a"), key("b")]
+        );
+        assert_eq!(state.next_ns, Some(1_200));
+        assert_eq!(
+            owed(&mut state, 1_100, &["a", "b"]),
+            Vec::<BranchKey>::new()
+        );
+    }
+
+    #[test]
+    fn new_branches_generate_at_once_and_join_the_next_occurrence() {
+        let mut state = GeneratorState::default();
+        owed(&mut state, 0, &[]);
+        state.births.push(key("new"));
+        assert_eq!(owed(&mut state, 50, &["new"]), vec![key("new")]);
+        assert_eq!(owed(&mut state, 100, &["new"]), Vec::<BranchKey>::new());
+        // A birth listed when the occurrence comes is covered by it, once.
+        state.births.push(key("late"));
+        assert_eq!(
+            owed(&mut state, 200, &["new", "late"]),
+            vec![key("new"), key("late")]
+        );
+    }
+
+    #[test]
+    fn occurrences_due_while_one_is_worked_through_coalesce() {
+        let mut state = GeneratorState::default();
+        state.advance(0, 200, || ["a", "b"].into_iter().map(key));
+        assert_eq!(state.pending.len(), 2);
+        // Blocked: one branch still owed at 700 — nothing new is listed …
+        state.pending.pop_front();
+        state.advance(700, 200, || ["a", "b"].into_iter().map(key));
+        assert_eq!(state.pending, vec![key("b")]);
+        // … and once it is done, the newest due occurrence (600) generates once.
+        state.pending.clear();
+        assert_eq!(owed(&mut state, 700, &["a", "b"]), vec![key("a"), key("b")]);
+        assert_eq!(state.next_ns, Some(800));
+    }
 
     const MS: i64 = 1_000_000;
 
