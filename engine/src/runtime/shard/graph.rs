@@ -19,6 +19,7 @@
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
 mod generator;
+mod snapshot;
 mod work;
 
 use std::collections::{HashMap, VecDeque};
@@ -179,6 +180,11 @@ pub struct Graph {
     work: Vec<WorkState>,
     /// Set while held rows run through their routes (their node work already ran).
     releasing: bool,
+    /// Branch states that left (emptied or evicted) since the last snapshot: (processor,
+    /// branch), so the snapshot deletes their stored entries.
+    forgotten: Vec<(usize, BranchKey)>,
+    /// A deduplication keyspace or a window changed since the last snapshot.
+    work_changed: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -310,6 +316,8 @@ impl Graph {
                 .map(|p| WorkState::new(&p.work))
                 .collect(),
             releasing: false,
+            forgotten: Vec::new(),
+            work_changed: false,
             plan,
         }
     }
