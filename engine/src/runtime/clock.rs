@@ -162,6 +162,11 @@ impl DomainClock {
         clamp_i64(i128::from(self.anchor_logical_ns) + self.exact.scale(elapsed))
     }
 
+    /// The physical time logical time takes to advance `span_ns` (rounded up).
+    pub fn physical_span_ns(&self, span_ns: u64) -> u64 {
+        clamp_u64(self.exact.unscale_ceil(i128::from(span_ns)))
+    }
+
     /// The earliest physical instant at which logical time reaches `logical_ns`.
     pub fn physical_at(&self, logical_ns: i64) -> u64 {
         let target = i128::from(logical_ns) - i128::from(self.anchor_logical_ns);
@@ -209,6 +214,15 @@ impl DomainPace {
         match self {
             DomainPace::Unpaced => wall_ns,
             DomainPace::Paced(clock) => clock.logical_at(physical_ns),
+        }
+    }
+
+    /// The physical length of a domain-time span (a poll's EVERY): a paced clock is linear,
+    /// so a logical cadence is a physical one scaled by the rate.
+    pub fn physical_span_ns(&self, span_ns: u64) -> u64 {
+        match self {
+            DomainPace::Unpaced => span_ns,
+            DomainPace::Paced(clock) => clock.physical_span_ns(span_ns),
         }
     }
 
@@ -340,5 +354,10 @@ mod tests {
         assert_eq!(pace.physical_deadline_ns(900, now), 50);
         let paced = DomainPace::Paced(DomainClock::new(1_000, 50, 10.0).expect("valid"));
         assert_eq!(paced.physical_deadline_ns(1_500, Now::new(1_000, 50)), 100);
+        // A 1 s EVERY of a 10× domain polls every 100 ms; unpaced, every second.
+        assert_eq!(paced.physical_span_ns(1_000_000_000), 100_000_000);
+        assert_eq!(pace.physical_span_ns(1_000_000_000), 1_000_000_000);
+        let third = DomainPace::Paced(DomainClock::new(0, 0, 3.0).expect("valid"));
+        assert_eq!(third.physical_span_ns(10), 4);
     }
 }
