@@ -10,7 +10,8 @@
 //! - `== send` — one batch: a JSON object per line.
 //! - `== sleep <n>ms` — wait.
 //! - `== expect` — the next rows received, in this order (JSON objects, one per line);
-//!   `== expect unordered` compares them as a multiset.
+//!   `== expect unordered` compares them as a multiset; `… within <n>ms` requires them to
+//!   arrive within that long of the step's start (timing cases: paced domains, generators).
 //! - `== quiet <n>ms` — nothing arrives for that long.
 //!
 //! Lines starting with `#` are comments.
@@ -33,7 +34,11 @@ use support::Node;
 enum Step {
     Send(Vec<String>),
     Sleep(u64),
-    Expect { rows: Vec<Value>, ordered: bool },
+    Expect {
+        rows: Vec<Value>,
+        ordered: bool,
+        within_ms: Option<u64>,
+    },
     Quiet(u64),
 }
 
@@ -84,7 +89,13 @@ fn parse(path: &Path) -> Case {
             "quiet" => case.steps.push(Step::Quiet(millis())),
             "expect" => case.steps.push(Step::Expect {
                 rows: json(&lines),
-                ordered: words.get(1) != Some(&"unordered"),
+                ordered: !words.contains(&"unordered"),
+                within_ms: words.iter().position(|w| *w == "within").map(|at| {
+                    words[at + 1]
+                        .trim_end_matches("ms")
+                        .parse::<u64>()
+                        .expect("`within <n>ms`")
+                }),
             }),
             other => panic!("{}: unknown section '{other}'", path.display()),
         }
@@ -211,17 +222,19 @@ fn run(path: &Path) {
                 Step::Expect {
                     rows: want,
                     ordered,
+                    within_ms,
                 } => {
+                    let limit = Duration::from_millis(within_ms.unwrap_or(10_000));
+                    let deadline = tokio::time::Instant::now() + limit;
                     let mut got: Vec<Value> = Vec::new();
                     while got.len() < want.len() {
-                        let delivery =
-                            tokio::time::timeout(Duration::from_secs(10), rows_out.next())
-                                .await
-                                .unwrap_or_else(|_| {
-                                    panic!("{at}: waited for {want:?}, got only {got:?}")
-                                })
-                                .expect("consumer healthy")
-                                .expect("consumer open");
+                        let delivery = tokio::time::timeout_at(deadline, rows_out.next())
+                            .await
+                            .unwrap_or_else(|_| {
+                                panic!("{at}: waited {limit:?} for {want:?}, got only {got:?}")
+                            })
+                            .expect("consumer healthy")
+                            .expect("consumer open");
                         got.extend(rows(&delivery.batch, BytesAs::Hex));
                         rows_out.ack(delivery.seq).await.expect("ack");
                     }

@@ -13,6 +13,7 @@
 
 mod connection;
 mod endpoint;
+mod generator;
 mod http;
 mod intake_codec;
 mod kafka;
@@ -265,6 +266,8 @@ pub struct EmitterPlan {
 pub struct DomainPlan {
     pub name: String,
     pub generation: u64,
+    /// How the domain's logical time follows the node's clocks (fixed by its START).
+    pub pace: crate::runtime::clock::DomainPace,
     pub relays: Vec<RelayPlan>,
     pub branches: Vec<BranchPlan>,
     pub ingestors: Vec<IngestorPlan>,
@@ -383,13 +386,14 @@ impl<'e> TypedIndex<'e> {
     }
 }
 
-/// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots.
-/// Builds the plan of `domain`; the catalog supplies cluster-wide entities (VHOSTs) and
-/// resources (client MOUNTs).
+/// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots;
+/// the catalog supplies cluster-wide entities (VHOSTs) and resources (client MOUNTs); `pace`
+/// is the domain clock its START fixed.
 pub fn build(
     domain: &Domain,
     catalog: &crate::catalog::Catalog,
     data_dir: &std::path::Path,
+    pace: crate::runtime::clock::DomainPace,
 ) -> Result<DomainPlan, PlanError> {
     let mut builder = Builder {
         domain,
@@ -399,6 +403,7 @@ pub fn build(
         plan: DomainPlan {
             name: domain.name().to_string(),
             generation: domain.header.generation,
+            pace,
             relays: Vec::new(),
             branches: Vec::new(),
             ingestors: Vec::new(),
@@ -753,6 +758,9 @@ impl<'d> Builder<'d> {
     }
 
     fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
+        if let ProcessorDef::Generator { source, each } = &create.def {
+            return self.generator(entity, create, source, each);
+        }
         let owner = entity.key.to_string();
         let feed = match &create.def {
             ProcessorDef::Junction { feed }

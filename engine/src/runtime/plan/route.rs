@@ -343,7 +343,7 @@ fn error_plan(
     })
 }
 
-fn relay_fields_of(
+pub(super) fn relay_fields_of(
     builder: &Builder<'_>,
     relay: RelayId,
     owner: &str,

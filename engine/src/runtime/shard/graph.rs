@@ -18,6 +18,7 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod generator;
 mod snapshot;
 mod work;
 
@@ -35,6 +36,7 @@ use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 use super::buffers::RouteBuffers;
 use super::collect::Collector;
 use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
+use crate::runtime::clock::DomainPace;
 use crate::runtime::envelope::{metadata_topic, Envelope};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
@@ -207,12 +209,35 @@ fn broadcast(columns: &[ArrayRef], rows: usize) -> Vec<ArrayRef> {
 /// The relay-buffer producer id of frames that arrived from other shards.
 const INBOUND_PRODUCER: ProducerId = ProducerId(u64::MAX);
 
-/// Where the caller gets time from for one step.
+/// Where the caller gets time from for one step: the graph's only time source.
+///
+/// The shard reads the node clocks once per step: `now.physical_ns` monotonic, and UTC in
+/// `now.logical_ns` and `snapshot_ns` (an unpaced domain's time). Every public entry point of
+/// a [`Graph`] maps that reading into its own domain's time ([`Instant::in_domain`]), so a
+/// paced domain's FLUSH EACH, COLLECT FOR, windows, generators and `now()` run on its clock
+/// whichever caller handed the instant over.
 #[derive(Debug, Clone, Copy)]
 pub struct Instant {
     pub now: Now,
     /// The execution snapshot (`now()`), domain-logical ns.
     pub snapshot_ns: i64,
+}
+
+impl Instant {
+    /// This reading in the time of a domain running at `pace`. Idempotent: a paced domain's
+    /// time depends only on the physical reading, and an unpaced one's is the UTC reading.
+    pub fn in_domain(self, pace: &DomainPace) -> Instant {
+        match pace {
+            DomainPace::Unpaced => self,
+            DomainPace::Paced(clock) => {
+                let logical_ns = clock.logical_at(self.now.physical_ns);
+                Instant {
+                    now: Now::new(logical_ns, self.now.physical_ns),
+                    snapshot_ns: logical_ns,
+                }
+            }
+        }
+    }
 }
 
 impl Graph {
@@ -352,6 +377,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         let plan = self.plan.clone();
         let emitter = &plan.emitters[index];
         let ErrorPlan::SendTo(error) = &emitter.route.on_error else {
@@ -471,6 +497,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         debug_assert!(
             envelope
                 .as_ref()
@@ -924,6 +951,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         match self.plan.relay_id(relay) {
             Some(id) => {
                 self.inbound.push_back((id, frame));
@@ -1010,12 +1038,14 @@ impl Graph {
     /// Moves frames until nothing more can move: blocked publishes first (they hold reserved
     /// slots), then relay fronts to ready consumers. Returns whether anything moved.
     pub fn pump(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
+        let at = at.in_domain(&self.plan.pace);
         let mut moved_any = false;
         loop {
             let mut moved = false;
             moved |= self.retry_inbound(at, cx);
             moved |= self.retry_waiting(at, cx);
             moved |= self.retry_blocked(at, cx);
+            moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
                 while !self.relays[relay].buffer.is_empty() {
@@ -1177,10 +1207,9 @@ impl Graph {
     fn note_deadline(&mut self, deadline: Option<nervix_shards::flush::Deadline>, at: Instant) {
         let physical = match deadline {
             Some(nervix_shards::flush::Deadline::Physical(ns)) => ns,
-            Some(nervix_shards::flush::Deadline::Logical(ns)) => at
-                .now
-                .physical_ns
-                .saturating_add(u64::try_from(ns.saturating_sub(at.now.logical_ns)).unwrap_or(0)),
+            Some(nervix_shards::flush::Deadline::Logical(ns)) => {
+                self.plan.pace.physical_deadline_ns(ns, at.now)
+            }
             None => return,
         };
         self.armed_ns = Some(self.armed_ns.map_or(physical, |a| a.min(physical)));
@@ -1217,7 +1246,9 @@ impl Graph {
             .iter()
             .map(|c| c.slice(rows - 1, 1))
             .collect();
-        self.states[relay].insert(frame.key.clone(), last);
+        if self.states[relay].insert(frame.key.clone(), last).is_none() {
+            self.note_state_birth(relay, &frame.key);
+        }
         self.state_arrived = true;
     }
 
@@ -1263,6 +1294,7 @@ impl Graph {
 
     /// Flushes buffers whose deadline came, sweeps branch TTLs, updates rates; then pumps.
     pub fn tick(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        let at = at.in_domain(&self.plan.pace);
         for node in self
             .ingestors
             .iter_mut()
@@ -1308,6 +1340,7 @@ impl Graph {
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
     pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
+        let at = at.in_domain(&self.plan.pace);
         self.release_collected(Some(key), at, cx);
         self.release_work(Some(key), at, cx);
         self.flush_routes(Some(key), at, cx);

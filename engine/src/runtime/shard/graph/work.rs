@@ -115,6 +115,7 @@ pub(super) enum WorkState {
     Window {
         windows: HashMap<BranchKey, WindowState>,
     },
+    Generate(super::generator::GeneratorState),
 }
 
 impl WorkState {
@@ -132,6 +133,7 @@ impl WorkState {
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
             },
+            NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
     }
 }
@@ -154,7 +156,8 @@ impl Graph {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match (&processor.work, &mut self.work[index]) {
-            (NodeWork::Pass, _) => false,
+            // A generator has no input: its rows come from `generator`, never through here.
+            (NodeWork::Pass | NodeWork::Generate { .. }, _) => false,
             (
                 NodeWork::Dedup {
                     keys, max_time_ns, ..
@@ -675,16 +678,24 @@ impl Graph {
             .processors
             .iter()
             .zip(&self.work)
-            .filter_map(|(processor, state)| match (&processor.work, state) {
-                (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => buffers
-                    .values()
-                    .filter_map(|b| b.due_ns(*max_time_ns))
-                    .min(),
-                (NodeWork::Window(window), WorkState::Window { windows }) => {
-                    windows.values().filter_map(|w| w.due_ns(window)).min()
-                }
-                _ => None,
-            })
+            .enumerate()
+            .filter_map(
+                |(index, (processor, state))| match (&processor.work, state) {
+                    (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
+                        buffers
+                            .values()
+                            .filter_map(|b| b.due_ns(*max_time_ns))
+                            .min()
+                    }
+                    (NodeWork::Window(window), WorkState::Window { windows }) => {
+                        windows.values().filter_map(|w| w.due_ns(window)).min()
+                    }
+                    (NodeWork::Generate { source, .. }, WorkState::Generate(_)) => {
+                        self.generator_deadline(index, *source)
+                    }
+                    _ => None,
+                },
+            )
             .min()
     }
 
@@ -698,7 +709,8 @@ impl Graph {
                     false
                 }
                 WorkState::Window { windows } => windows.remove(key).is_some(),
-                WorkState::Pass => false,
+                // A generator skips branches whose state left when their turn comes.
+                WorkState::Pass | WorkState::Generate(_) => false,
             };
             if removed {
                 self.forgotten.push((index, key.clone()));
