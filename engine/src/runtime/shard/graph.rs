@@ -1,5 +1,7 @@
-//! One started domain's graph on a shard: relay owner buffers, the nodes (client ingestors,
-//! junctions/reingestors, emitters), their route buffers, and the pump that moves frames.
+//! One started domain's graph on a shard: relay owner buffers, the nodes (ingestors,
+//! processors, emitters), their route buffers, and the pump that moves frames. The
+//! node-specific work of stateful processors lives in [`work`], their snapshots in
+//! [`snapshot`], generators in [`generator`], and a route's output in [`output`].
 //!
 //! Flow control is pull-based and lossless (DESIGN §5 items 3–4):
 //!
