@@ -20,6 +20,8 @@ use nexmark::EventGenerator;
 /// The first event's time: 2023-11-14T22:13:20Z, a multiple of 10 s, so Nexmark's tumbling
 /// 10 s and hopping 2 s windows start on the first event.
 pub const BASE_TIME_MS: u64 = 1_700_000_000_000;
+/// [`BASE_TIME_MS`] as an RFC 3339 instant (a paced domain's `START AT`).
+pub const BASE_TIME_RFC3339: &str = "2023-11-14T22:13:20Z";
 
 /// Nanoseconds per generator millisecond (DATETIME is nanoseconds).
 const NS_PER_MS: i64 = 1_000_000;
