@@ -188,6 +188,8 @@ pub struct Graph {
     forgotten: Vec<(usize, BranchKey)>,
     /// A deduplication keyspace or a window changed since the last snapshot.
     work_changed: bool,
+    /// Set while a leaving branch flushes (see `touch_branch`).
+    evicting: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -321,6 +323,7 @@ impl Graph {
             releasing: false,
             forgotten: Vec::new(),
             work_changed: false,
+            evicting: false,
             plan,
         }
     }
@@ -704,6 +707,11 @@ impl Graph {
     }
 
     fn touch_branch(&mut self, branch: usize, key: &[u8], physical_ns: u64) {
+        // The last output of a leaving branch (a window closing early) must not bring it back
+        // and push out another in its place.
+        if self.evicting {
+            return;
+        }
         let touched = self.branch_tables[branch].touch_or_insert(key, physical_ns, || ());
         if let Some(evicted) = touched.evicted {
             let key: Box<[u8]> = evicted.0;
@@ -1196,7 +1204,9 @@ impl Graph {
         for key in keys {
             // An evicted branch leaves with its buffered work flushed, never lost; its
             // materialized state and the work waiting for it leave with it (spec).
+            self.evicting = true;
             self.flush_all(Some(&key), at, cx);
+            self.evicting = false;
             self.drop_branch_state(&key, cx);
         }
         self.flush_due(at, cx);
