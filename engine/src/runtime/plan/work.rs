@@ -1,6 +1,7 @@
 //! The node-specific work of a processor (spec "Processing order", step 3): what runs between
 //! the filters and the routes. Junctions and reingestors do none; a deduplicator drops rows
-//! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order.
+//! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order;
+//! windows and correlators plan in their own modules (`window`, `correlate`).
 //!
 //! Key and ordering expressions read the input row (`input.x`, bare names) like a node filter,
 //! compiled here once for every branch and shard.
@@ -28,6 +29,9 @@ pub enum NodeWork {
     /// WINDOW PROCESSOR: rows are retained per branch and aggregated when a window is due
     /// (see `shard::graph::window`).
     Window(Box<super::WindowPlan>),
+    /// CORRELATOR: rows wait per branch and side for a partner on the other side, for at
+    /// most MAX TIME (see `exec::correlate`).
+    Correlate(Box<super::CorrelatePlan>),
 }
 
 impl<'d> Builder<'d> {

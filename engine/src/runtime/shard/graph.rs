@@ -18,6 +18,7 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod correlate;
 mod work;
 
 use std::collections::{HashMap, VecDeque};
@@ -177,6 +178,8 @@ pub struct Graph {
     work: Vec<WorkState>,
     /// Set while held rows run through their routes (their node work already ran).
     releasing: bool,
+    /// The relay whose frame the processor at work is processing (a correlator's side).
+    input_relay: Option<RelayId>,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -285,6 +288,7 @@ impl Graph {
                 .map(|p| WorkState::new(&p.work))
                 .collect(),
             releasing: false,
+            input_relay: None,
             plan,
         }
     }
@@ -1120,6 +1124,7 @@ impl Graph {
             NodeRef::Processor(index) => {
                 let processor = &plan.processors[index];
                 let input = processor.inputs.iter().find(|i| i.relay == relay);
+                self.input_relay = Some(relay);
                 self.process(
                     consumer,
                     frame,
@@ -1131,6 +1136,7 @@ impl Graph {
                     at,
                     cx,
                 );
+                self.input_relay = None;
             }
             NodeRef::Emitter(index) => {
                 let emitter = &plan.emitters[index];

@@ -82,7 +82,7 @@ impl Kept {
     }
 
     /// The frame rows still kept, ascending.
-    fn frame_rows(&self) -> UInt32Array {
+    pub fn frame_rows(&self) -> UInt32Array {
         self.kept_rows
             .clone()
             .unwrap_or_else(|| UInt32Array::from_iter_values(0..self.rows as u32))
@@ -104,6 +104,9 @@ pub(super) enum WorkState {
     Window {
         windows: HashMap<BranchKey, WindowState>,
     },
+    Correlate {
+        branches: super::correlate::Correlations,
+    },
 }
 
 impl WorkState {
@@ -120,6 +123,9 @@ impl WorkState {
             },
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
+            },
+            NodeWork::Correlate(_) => WorkState::Correlate {
+                branches: HashMap::new(),
             },
         }
     }
@@ -305,6 +311,10 @@ impl Graph {
             }
             (NodeWork::Window(window), WorkState::Window { .. }) => {
                 self.admit_window(index, window, frame, kept, detached, at, cx, nacked, logs);
+                true
+            }
+            (NodeWork::Correlate(plan), WorkState::Correlate { .. }) => {
+                self.correlate(index, plan, frame, kept, detached, at, cx, nacked, logs);
                 true
             }
             _ => unreachable!("a processor's work state is built from its plan"),
@@ -545,6 +555,10 @@ impl Graph {
                     self.emit_windows(index, only, at.now.logical_ns, forced, at, cx);
                     continue;
                 }
+                (NodeWork::Correlate(_), WorkState::Correlate { .. }) => {
+                    self.release_correlations(index, force, at, cx);
+                    continue;
+                }
                 _ => {}
             }
             let Some(input) = processor.inputs.first() else {
@@ -573,7 +587,7 @@ impl Graph {
     }
 
     /// Runs processor `index`'s routes on rows its node work released.
-    fn route_released(&mut self, index: usize, frame: &Frame, at: Instant, cx: &mut Ctx<'_>) {
+    pub(super) fn route_released(&mut self, index: usize, frame: &Frame, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match self.resolve_state(&processor.state, &frame.key) {
@@ -636,6 +650,10 @@ impl Graph {
                 (NodeWork::Window(window), WorkState::Window { windows }) => {
                     windows.values().filter_map(|w| w.due_ns(window)).min()
                 }
+                (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
+                    .values()
+                    .filter_map(|b| b.due_ns(plan.max_time_ns))
+                    .min(),
                 _ => None,
             })
             .min()
@@ -654,6 +672,9 @@ impl Graph {
                 WorkState::Window { windows } => {
                     windows.remove(key);
                 }
+                WorkState::Correlate { branches } => {
+                    branches.remove(key);
+                }
                 WorkState::Pass => {}
             }
         }
@@ -666,6 +687,9 @@ impl Graph {
             .map(|state| match state {
                 WorkState::Reorder { buffers } => buffers.values().map(|b| b.held_rows()).sum(),
                 WorkState::Window { windows } => windows.values().map(|w| w.retained_rows()).sum(),
+                WorkState::Correlate { branches } => {
+                    branches.values().map(|b| b.pending_rows()).sum()
+                }
                 _ => 0,
             })
             .sum()
