@@ -612,6 +612,13 @@ impl Graph {
                 );
             }
         }
+        // Nacks first: a transfer that leaves a root nothing resolves it acked, and a later
+        // nack would then be ignored.
+        for (run, failed) in frame.acks.iter().zip(&nacked) {
+            if *failed {
+                cx.nack(run.root);
+            }
+        }
         // Hand each run's units on to what was derived from it.
         if !detached {
             for (run, derived) in frame.acks.iter().zip(&per_run) {
@@ -620,11 +627,6 @@ impl Graph {
         } else {
             for run in &frame.acks {
                 cx.ack(run.root, run.rows as u64);
-            }
-        }
-        for (run, failed) in frame.acks.iter().zip(&nacked) {
-            if *failed {
-                cx.nack(run.root);
             }
         }
         self.log(node, logs);

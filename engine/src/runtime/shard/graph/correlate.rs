@@ -146,6 +146,12 @@ impl Graph {
         refused.sort_unstable();
         mark_nacked(&frame.acks, refused.iter().copied(), nacked);
         self.processors[index].counters.message_errors += refused.len() as u64;
+        // Nacked before any transfer: a transfer leaving a root nothing would resolve it acked.
+        for (run, failed) in frame.acks.iter().zip(nacked.iter()) {
+            if *failed {
+                cx.nack(run.root);
+            }
+        }
         // Each new row's unit becomes one per pair it made plus one while it waits.
         let pair_frame_rows = arrow_array::UInt32Array::from(to_frame(&correlation.pair_rows));
         let mut per_run = vec![0u64; frame.acks.len()];
