@@ -11,13 +11,16 @@
 //! WHERE compiles over that side's columns alone (a side batch has exactly that side's fields in
 //! the same order).
 //!
-//! Refused here, with the entity and what is missing: the same relay on both sides (a frame
-//! would not say which side it feeds), and COLLECT FOR that differs between the sides (the node
-//! has one input collector; equal clauses on both sides — or none — run).
+//! Each side's COLLECT FOR gathers each of that side's relays on its own per branch (spec: the
+//! collection is independent for each source relay and concrete branch), so the plan lists a
+//! collection group per collected relay ([`CorrelatePlan::collect`]).
+//!
+//! Refused here, naming the entity: the same relay on both sides (a frame would not say which
+//! side it feeds).
 
 use arrow_schema::SchemaRef;
 use nervix_nspl::ast::processor::{CorrelatorSide, MatchMode, ProcessorDef, TimeoutAction};
-use nervix_nspl::ast::Collect;
+use nervix_shards::flush::FlushPolicy;
 
 use super::{arrow_schema, route, Builder, InputPlan, PlanError, RelayId, TypedIndex};
 use crate::validate::route::Field;
@@ -78,6 +81,8 @@ pub struct CorrelatePlan {
     pub max_time_ns: u64,
     /// ON CORRELATION TIMEOUT, per side.
     pub on_timeout: [TimeoutAction; 2],
+    /// COLLECT FOR: one collection group per relay of a side that declares it.
+    pub collect: Vec<(Vec<RelayId>, FlushPolicy)>,
 }
 
 impl CorrelatePlan {
@@ -112,13 +117,12 @@ fn pair_fields(side: Side, fields: &[Field]) -> Vec<Field> {
         .collect()
 }
 
-/// What a correlator definition plans into: the plan, its inputs (left ones first), the fields
-/// its routes read (the pair) and its one input collection.
+/// What a correlator definition plans into: the plan, its inputs (left ones first) and the
+/// fields its routes read (the pair).
 pub(super) struct Planned {
     pub plan: CorrelatePlan,
     pub inputs: Vec<InputPlan>,
     pub route_fields: Vec<Field>,
-    pub collect: Option<Collect>,
 }
 
 impl Builder<'_> {
@@ -147,17 +151,16 @@ impl Builder<'_> {
             entity: owner.to_string(),
             what,
         };
-        if left.collect != right.collect {
-            return Err(unsupported(
-                "a COLLECT FOR that differs between the LEFT and RIGHT sides".to_string(),
-            ));
-        }
         let mut inputs = Vec::new();
         let mut sides = Vec::new();
         let mut side_fields: [Vec<Field>; 2] = [Vec::new(), Vec::new()];
+        let mut collect = Vec::new();
         for (side, written) in [(Side::Left, left), (Side::Right, right)] {
             let fields = self.side_inputs(typed, side, written, &mut inputs, owner)?;
             for input in &inputs[sides.len()..] {
+                if let Some(clause) = &written.collect {
+                    collect.push((vec![input.relay], super::collect_policy(clause)));
+                }
                 if sides.iter().any(|(relay, _)| *relay == input.relay) {
                     return Err(unsupported(format!(
                         "relay '{}' on both the LEFT and RIGHT sides",
@@ -180,10 +183,10 @@ impl Builder<'_> {
                 matching: *matching,
                 max_time_ns: max_time.nanos,
                 on_timeout: [on_timeout.left, on_timeout.right],
+                collect,
             },
             inputs,
             route_fields,
-            collect: left.collect.clone(),
         })
     }
 

@@ -759,7 +759,8 @@ impl<'d> Builder<'d> {
             def @ ProcessorDef::Correlator { .. } => {
                 let planned = self.correlator(&typed, def, &owner)?;
                 let work = NodeWork::Correlate(Box::new(planned.plan));
-                let collect = planned.collect.as_ref().map(collect_policy);
+                // Per-side collection lives in the correlator's plan (`CorrelatePlan::collect`).
+                let collect = None;
                 let (inputs, fields) = (planned.inputs, planned.route_fields);
                 return self.push_processor(
                     create,

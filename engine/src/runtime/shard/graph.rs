@@ -39,7 +39,9 @@ use crate::runtime::envelope::{metadata_topic, Envelope};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
-use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan, StatePlan, StatePolicyPlan};
+use crate::runtime::plan::{
+    DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
+};
 use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.
@@ -254,7 +256,15 @@ impl Graph {
             processors: plan
                 .processors
                 .iter()
-                .map(|p| Node::new(&p.routes, p.collect))
+                .map(|p| {
+                    let mut node = Node::new(&p.routes, p.collect);
+                    if let NodeWork::Correlate(correlate) = &p.work {
+                        if !correlate.collect.is_empty() {
+                            node.collect = Some(Collector::grouped(correlate.collect.clone()));
+                        }
+                    }
+                    node
+                })
                 .collect(),
             emitters: plan
                 .emitters
