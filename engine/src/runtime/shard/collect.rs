@@ -21,11 +21,14 @@ use super::buffers::logical_bytes;
 use crate::runtime::frame::Frame;
 use crate::runtime::plan::RelayId;
 
+/// One group's collection in one branch: its flush decisions and the frames gathered.
+type Gathering = (RouteFlusher, Vec<(RelayId, Frame)>);
+
 /// The frames one node is collecting, per input group and branch.
 pub struct Collector {
     /// Per group: the relays it collects (empty: every relay) and its policy.
     groups: Vec<(Vec<RelayId>, FlushPolicy)>,
-    branches: HashMap<(usize, BranchKey), (RouteFlusher, Vec<(RelayId, Frame)>)>,
+    branches: HashMap<(usize, BranchKey), Gathering>,
 }
 
 impl Collector {
