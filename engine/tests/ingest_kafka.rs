@@ -468,24 +468,7 @@ fn record_headers_and_metadata_reach_filters_and_routes() {
 fn sigterm_drains_and_commits_so_a_restart_repeats_nothing() {
     let n = 1_500;
     let (_cluster, bootstrap, mut node) = paced_stream("term", n);
-    let pid = node.child.id().to_string();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let exit = loop {
-        if let Some(exit) = node.child.try_wait().expect("wait") {
-            break exit;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the node did not stop after SIGTERM"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert!(exit.success(), "exit status {exit:?}; log:\n{}", node.log());
+    node.terminate();
     let committed: i64 = committed_total(&bootstrap, "term");
     assert!(
         committed > 0 && committed < n as i64,

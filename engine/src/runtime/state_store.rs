@@ -1,6 +1,7 @@
-//! The node's runtime state that must survive a restart (DESIGN §6 "Runtime state"): today the
-//! next offsets of KAFKA TOPIC ingestors under OFFSET BY DOMAIN, in an LMDB environment (heed)
-//! under `<data-dir>/runtime-state`.
+//! The node's runtime state that must survive a restart (DESIGN §6 "Runtime state"): the next
+//! offsets of KAFKA TOPIC ingestors under OFFSET BY DOMAIN, and stateful processors' branch
+//! snapshots (deduplication keyspaces, windows), in an LMDB environment (heed) under
+//! `<data-dir>/runtime-state`.
 //!
 //! Shards never wait for the disk: they hand snapshots to one writer thread through a bounded
 //! queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
@@ -14,6 +15,13 @@
 //! bytes; values the next offset as 8 big-endian bytes. A snapshot writes the partitions it
 //! names and leaves the others alone (several instances of one ingestor share its key, each
 //! with its own partitions).
+//!
+//! Processor snapshots live in their own database under `proc/<domain>/<processor>/` followed
+//! by the branch key bytes (empty for an unbranched processor); a value is the branch's
+//! encoded state, and an empty value deletes the entry (the branch holds nothing). A batch of
+//! them is written in one transaction and may carry a ticket: once the transaction committed,
+//! the writer sends the ticket back on the shard's channel, which is when the shard may
+//! acknowledge the rows the snapshot covers.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -24,8 +32,9 @@ use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, WithoutTls};
 
 /// Snapshots waiting for the writer at most; a full queue makes the sender try again later.
 pub const STATE_QUEUE_SNAPSHOTS: usize = 256;
-/// The LMDB map size: offsets are a few bytes per partition.
-const MAP_SIZE_BYTES: usize = 64 << 20;
+/// The LMDB map size: offsets are a few bytes per partition; processor snapshots are bounded
+/// by their processors' state caps.
+const MAP_SIZE_BYTES: usize = 4 << 30;
 /// The directory under the data dir.
 const STATE_DIR: &str = "runtime-state";
 
@@ -46,13 +55,25 @@ pub enum StateStoreError {
     },
 }
 
-/// One ingestor's next offsets, by partition.
-type Snapshot = (String, Vec<(i32, i64)>);
+/// A ticket the writer returns once a processor snapshot is durable.
+pub type Ticket = (async_channel::Sender<u64>, u64);
+
+/// One processor branch entry: full key and encoded state (empty: delete).
+pub type ProcessorEntry = (Vec<u8>, Vec<u8>);
+
+/// What the writer commits.
+enum Snapshot {
+    /// One ingestor's next offsets, by partition.
+    Offsets(String, Vec<(i32, i64)>),
+    /// Processor branch entries, in one transaction.
+    Processors(Vec<ProcessorEntry>, Option<Ticket>),
+}
 
 /// The node's runtime-state store; cheap to share (`Arc`).
 pub struct RuntimeState {
     env: Env<WithoutTls>,
     offsets: Database<'static, Bytes, Bytes>,
+    processors: Database<'static, Bytes, Bytes>,
     dir: PathBuf,
     queue: async_channel::Sender<Snapshot>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -64,6 +85,11 @@ impl std::fmt::Debug for RuntimeState {
             .field("dir", &self.dir)
             .finish_non_exhaustive()
     }
+}
+
+/// The key prefix of one processor's branch snapshots.
+pub fn processor_key(domain: &str, processor: &str) -> String {
+    format!("proc/{domain}/{processor}/")
 }
 
 /// The key prefix of one ingestor's offsets.
@@ -84,7 +110,7 @@ impl RuntimeState {
             source,
         };
         let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options.map_size(MAP_SIZE_BYTES).max_dbs(1);
+        options.map_size(MAP_SIZE_BYTES).max_dbs(2);
         // SAFETY: heed marks opening unsafe because the memory map is undefined behaviour if
         // the file is modified other than through LMDB. This directory belongs to this store
         // alone (one environment per process; LMDB's lock file coordinates processes), no
@@ -92,11 +118,13 @@ impl RuntimeState {
         #[allow(unsafe_code)]
         let env = unsafe { options.open(&dir) }.map_err(lmdb)?;
         let wtxn = env.write_txn().map_err(lmdb)?;
-        let offsets = env
+        let (offsets, processors) = env
             .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
                 let offsets =
                     opener.create_database::<Bytes, Bytes>(wtxn, Some("kafka_offsets"))?;
-                Ok(CommitOrAbort::<_, ()>::Commit(offsets))
+                let processors =
+                    opener.create_database::<Bytes, Bytes>(wtxn, Some("processor_state"))?;
+                Ok(CommitOrAbort::<_, ()>::Commit((offsets, processors)))
             })
             .map_err(lmdb)?
             .unwrap_commit();
@@ -105,9 +133,30 @@ impl RuntimeState {
         let writer = std::thread::Builder::new()
             .name("nervix-state".to_string())
             .spawn(move || {
-                while let Ok((prefix, positions)) = snapshots.recv_blocking() {
-                    if let Err(error) = write_offsets(&writer_env, offsets, &prefix, &positions) {
-                        tracing::error!("cannot persist runtime state {prefix}: {error}");
+                while let Ok(snapshot) = snapshots.recv_blocking() {
+                    match snapshot {
+                        Snapshot::Offsets(prefix, positions) => {
+                            if let Err(error) =
+                                write_offsets(&writer_env, offsets, &prefix, &positions)
+                            {
+                                tracing::error!("cannot persist runtime state {prefix}: {error}");
+                            }
+                        }
+                        Snapshot::Processors(entries, ticket) => {
+                            match write_entries(&writer_env, processors, &entries) {
+                                Ok(()) => {
+                                    if let Some((done, id)) = ticket {
+                                        let _ = done.try_send(id);
+                                    }
+                                }
+                                // No ticket comes back: the rows stay unacknowledged and
+                                // the next snapshot covers them again.
+                                Err(error) => tracing::error!(
+                                    "cannot persist processor state ({} entries): {error}",
+                                    entries.len()
+                                ),
+                            }
+                        }
                     }
                 }
             })
@@ -118,6 +167,7 @@ impl RuntimeState {
         Ok(Arc::new(RuntimeState {
             env,
             offsets,
+            processors,
             dir,
             queue,
             writer: Mutex::new(Some(writer)),
@@ -153,7 +203,55 @@ impl RuntimeState {
     /// Offers a snapshot of an ingestor's next offsets to the writer; false when its queue is
     /// full (keep the snapshot and offer it again).
     pub fn save_kafka_offsets(&self, key: &str, positions: Vec<(i32, i64)>) -> bool {
-        self.queue.try_send((key.to_string(), positions)).is_ok()
+        self.queue
+            .try_send(Snapshot::Offsets(key.to_string(), positions))
+            .is_ok()
+    }
+
+    /// Offers processor branch entries to the writer; `ticket` comes back on its channel once
+    /// they are durable. False when the queue is full (offer them again later).
+    pub fn save_processor_state(
+        &self,
+        entries: Vec<ProcessorEntry>,
+        ticket: Option<Ticket>,
+    ) -> bool {
+        self.queue
+            .try_send(Snapshot::Processors(entries, ticket))
+            .is_ok()
+    }
+
+    /// Writes processor branch entries now, on the caller's thread (a domain stopping waits
+    /// for its state before acknowledging what the state covers).
+    pub fn write_processor_state_now(
+        &self,
+        entries: &[ProcessorEntry],
+    ) -> Result<(), StateStoreError> {
+        write_entries(&self.env, self.processors, entries).map_err(|source| StateStoreError::Lmdb {
+            dir: self.dir.clone(),
+            source,
+        })
+    }
+
+    /// Every stored branch entry under `prefix`: (the key after the prefix, the state).
+    pub fn processor_state(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StateStoreError> {
+        let lmdb = |source| StateStoreError::Lmdb {
+            dir: self.dir.clone(),
+            source,
+        };
+        let rtxn = self.env.read_txn().map_err(lmdb)?;
+        let mut found = Vec::new();
+        for entry in self
+            .processors
+            .prefix_iter(&rtxn, prefix.as_bytes())
+            .map_err(lmdb)?
+        {
+            let (key, value) = entry.map_err(lmdb)?;
+            found.push((key[prefix.len()..].to_vec(), value.to_vec()));
+        }
+        Ok(found)
     }
 
     /// Waits until every offered snapshot is written, then stops the writer (a graceful stop).
@@ -186,6 +284,23 @@ fn write_offsets(
         key.extend_from_slice(prefix.as_bytes());
         key.extend_from_slice(&partition.to_be_bytes());
         db.put(&mut wtxn, &key, &offset.to_be_bytes())?;
+    }
+    wtxn.commit()
+}
+
+/// Writes (or, for an empty value, deletes) processor entries in one transaction.
+fn write_entries(
+    env: &Env<WithoutTls>,
+    db: Database<'static, Bytes, Bytes>,
+    entries: &[ProcessorEntry],
+) -> Result<(), heed::Error> {
+    let mut wtxn = env.write_txn()?;
+    for (key, value) in entries {
+        if value.is_empty() {
+            db.delete(&mut wtxn, key)?;
+        } else {
+            db.put(&mut wtxn, key, value)?;
+        }
     }
     wtxn.commit()
 }

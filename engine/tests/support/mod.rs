@@ -151,6 +151,29 @@ impl Node {
         let _ = self.child.wait();
     }
 
+    /// SIGTERM (a graceful drain), then wait until the process exited; panics with the log
+    /// when it does not stop within 30 s or exits with a failure.
+    pub fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let exit = loop {
+            if let Some(exit) = self.child.try_wait().expect("wait") {
+                break exit;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the node did not stop after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(exit.success(), "exit status {exit:?}; log:\n{}", self.log());
+    }
+
     /// The same data dir and ports, after a kill.
     pub fn restart(&mut self) {
         self.kill();

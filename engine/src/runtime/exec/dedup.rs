@@ -41,7 +41,14 @@ pub enum Sighting {
 pub struct Keyspace {
     first_seen: HashMap<u128, i64>,
     by_time: VecDeque<(i64, u128)>,
+    /// Changed since its last snapshot.
+    dirty: bool,
 }
+
+/// The snapshot format version (first byte of an encoded keyspace).
+const SNAPSHOT_VERSION: u8 = 1;
+/// Bytes per key in a snapshot: the hash and the first sighting.
+const SNAPSHOT_KEY_BYTES: usize = 24;
 
 impl Keyspace {
     pub fn len(&self) -> usize {
@@ -62,6 +69,7 @@ impl Keyspace {
             self.by_time.pop_front();
             if self.first_seen.get(&key) == Some(&seen) {
                 self.first_seen.remove(&key);
+                self.dirty = true;
             }
         }
     }
@@ -76,6 +84,7 @@ impl Keyspace {
         }
         self.first_seen.insert(key, now_ns);
         self.by_time.push_back((now_ns, key));
+        self.dirty = true;
         Sighting::First
     }
 
@@ -98,6 +107,49 @@ impl Keyspace {
             .iter()
             .filter(|(seen, key)| self.first_seen.get(key) == Some(seen))
             .map(|(seen, key)| (*key, *seen))
+    }
+}
+
+impl Keyspace {
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Encodes every live key with its first sighting (empty when none: deletes the entry).
+    pub fn snapshot(&mut self) -> Vec<u8> {
+        self.dirty = false;
+        if self.first_seen.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(5 + self.first_seen.len() * SNAPSHOT_KEY_BYTES);
+        out.push(SNAPSHOT_VERSION);
+        out.extend_from_slice(&(self.first_seen.len() as u32).to_le_bytes());
+        for (key, seen) in self.entries() {
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&seen.to_le_bytes());
+        }
+        out
+    }
+
+    /// A keyspace from a [`Keyspace::snapshot`]; None when the bytes are not one.
+    pub fn from_snapshot(bytes: &[u8]) -> Option<Keyspace> {
+        let (&version, rest) = bytes.split_first()?;
+        if version != SNAPSHOT_VERSION || rest.len() < 4 {
+            return None;
+        }
+        let count = u32::from_le_bytes(rest[..4].try_into().ok()?) as usize;
+        let body = &rest[4..];
+        if body.len() != count * SNAPSHOT_KEY_BYTES {
+            return None;
+        }
+        let mut space = Keyspace::default();
+        for entry in body.chunks_exact(SNAPSHOT_KEY_BYTES) {
+            let key = u128::from_le_bytes(entry[..16].try_into().ok()?);
+            let seen = i64::from_le_bytes(entry[16..].try_into().ok()?);
+            space.restore(key, seen);
+        }
+        space.dirty = false;
+        Some(space)
     }
 }
 
@@ -140,6 +192,21 @@ mod tests {
         space.expire(200, 100);
         assert!(space.is_empty());
         assert_eq!(space.admit(7, 200), Sighting::First);
+    }
+
+    #[test]
+    fn a_snapshot_restores_every_key_with_its_sighting() {
+        let mut space = Keyspace::default();
+        space.admit(3, 30);
+        space.admit(u128::MAX, 40);
+        let bytes = space.snapshot();
+        assert!(!space.is_dirty());
+        let restored = Keyspace::from_snapshot(&bytes).expect("a keyspace");
+        assert_eq!(
+            restored.entries().collect::<Vec<_>>(),
+            vec![(3, 30), (u128::MAX, 40)]
+        );
+        assert!(Keyspace::from_snapshot(&bytes[..bytes.len() - 1]).is_none());
     }
 
     #[test]

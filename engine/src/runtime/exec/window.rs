@@ -46,6 +46,24 @@ pub struct WindowState {
     runs: VecDeque<Retained>,
     start_ns: Option<i64>,
     bytes: u64,
+    /// Changed since its last snapshot.
+    dirty: bool,
+}
+
+/// The snapshot format version (first byte of an encoded window).
+const SNAPSHOT_VERSION: u8 = 1;
+
+/// Why a window snapshot cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(
+        "the snapshot was taken under another window model (width, step or aggregates changed)"
+    )]
+    OtherModel,
+    #[error("the snapshot is truncated or not a window snapshot")]
+    Malformed,
+    #[error("the snapshot's retained rows cannot be decoded: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
 }
 
 /// The Arrow buffer bytes `args` hold.
@@ -91,6 +109,7 @@ impl WindowState {
         }
         let bytes = args_bytes(&args);
         self.bytes += bytes;
+        self.dirty = true;
         self.start_ns.get_or_insert(time_ns);
         self.runs.push_back(Retained {
             time_ns,
@@ -131,6 +150,7 @@ impl WindowState {
                 leaving.extend(run.acks);
             }
         }
+        self.dirty = true;
         self.start_ns = if self.runs.is_empty() {
             None
         } else {
@@ -143,6 +163,120 @@ impl WindowState {
     pub fn drain(&mut self) -> Vec<AckRun> {
         self.start_ns = None;
         self.bytes = 0;
+        self.dirty = true;
         self.runs.drain(..).flat_map(|run| run.acks).collect()
+    }
+
+    /// Whether the window changed since its last snapshot.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Encodes the window for a snapshot (empty when it holds nothing, which deletes the
+    /// stored entry) and takes the acknowledgement runs of every retained row: once the
+    /// snapshot is durable, those rows are safe and the caller acknowledges them.
+    pub fn snapshot(&mut self, plan: &WindowPlan) -> Result<(Vec<u8>, Vec<AckRun>), SnapshotError> {
+        self.dirty = false;
+        let acks: Vec<AckRun> = self
+            .runs
+            .iter_mut()
+            .flat_map(|run| std::mem::take(&mut run.acks))
+            .collect();
+        let Some(start) = self.start_ns else {
+            return Ok((Vec::new(), acks));
+        };
+        let mut out = Vec::with_capacity(32 + self.bytes as usize);
+        out.push(SNAPSHOT_VERSION);
+        out.extend_from_slice(&plan.model.to_le_bytes());
+        out.extend_from_slice(&start.to_le_bytes());
+        out.extend_from_slice(&(self.runs.len() as u32).to_le_bytes());
+        for run in &self.runs {
+            out.extend_from_slice(&run.time_ns.to_le_bytes());
+            out.extend_from_slice(&(run.rows as u32).to_le_bytes());
+            let columns: Vec<ArrayRef> = run.args.iter().flatten().cloned().collect();
+            let ipc = if columns.is_empty() {
+                Vec::new()
+            } else {
+                let fields: Vec<arrow_schema::Field> = columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        arrow_schema::Field::new(format!("a{i}"), c.data_type().clone(), true)
+                    })
+                    .collect();
+                let batch = arrow_array::RecordBatch::try_new(
+                    std::sync::Arc::new(arrow_schema::Schema::new(fields)),
+                    columns,
+                )?;
+                let mut ipc = Vec::new();
+                let mut writer =
+                    arrow_ipc::writer::StreamWriter::try_new(&mut ipc, &batch.schema())?;
+                writer.write(&batch)?;
+                writer.finish()?;
+                drop(writer);
+                ipc
+            };
+            out.extend_from_slice(&(ipc.len() as u32).to_le_bytes());
+            out.extend_from_slice(&ipc);
+        }
+        Ok((out, acks))
+    }
+
+    /// A window restored from `bytes` (a [`WindowState::snapshot`] under the same `plan`);
+    /// its rows carry no acknowledgement (they were acknowledged when it was taken).
+    pub fn restore(plan: &WindowPlan, bytes: &[u8]) -> Result<WindowState, SnapshotError> {
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<&[u8], SnapshotError> {
+            let slice = bytes.get(at..at + n).ok_or(SnapshotError::Malformed)?;
+            at += n;
+            Ok(slice)
+        };
+        let word = |b: &[u8]| -> [u8; 8] { b.try_into().unwrap_or([0; 8]) };
+        if take(1)? != [SNAPSHOT_VERSION] {
+            return Err(SnapshotError::Malformed);
+        }
+        if u64::from_le_bytes(word(take(8)?)) != plan.model {
+            return Err(SnapshotError::OtherModel);
+        }
+        let start = i64::from_le_bytes(word(take(8)?));
+        let count = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
+        let mut state = WindowState {
+            start_ns: Some(start),
+            ..WindowState::default()
+        };
+        for _ in 0..count {
+            let time_ns = i64::from_le_bytes(word(take(8)?));
+            let rows = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
+            let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
+            let ipc = take(len)?;
+            let mut columns: Vec<ArrayRef> = Vec::new();
+            if len > 0 {
+                let reader = arrow_ipc::reader::StreamReader::try_new(ipc, None)?;
+                for batch in reader {
+                    let batch = batch?;
+                    if batch.num_rows() != rows {
+                        return Err(SnapshotError::Malformed);
+                    }
+                    columns.extend(batch.columns().iter().cloned());
+                }
+            }
+            let mut columns = columns.into_iter();
+            let mut args = Vec::with_capacity(plan.calls.len());
+            for call in &plan.calls {
+                let values: Vec<ArrayRef> = columns.by_ref().take(call.args.len()).collect();
+                if values.len() != call.args.len() {
+                    return Err(SnapshotError::Malformed);
+                }
+                args.push(values);
+            }
+            state.admit(time_ns, args, rows, Vec::new());
+        }
+        state.start_ns = if state.runs.is_empty() {
+            None
+        } else {
+            Some(start)
+        };
+        state.dirty = false;
+        Ok(state)
     }
 }

@@ -5,7 +5,7 @@
 //! hands the same `Arc` to every shard; shards never see NSPL or the catalog (DESIGN §6: the
 //! runtime never reparses). Building a plan cannot meet an invalid graph — validation accepted
 //! it — so a refusal here ([`PlanError`]) means the model uses something this data plane does
-//! not run yet (an ingestor head other than CLIENT PRODUCER, a stateful processor), and it names
+//! not run yet (a CORRELATOR, GENERATOR, INFERENCER or WASM processor, count-based windows), and it names
 //! the entity and what is missing.
 //!
 //! Expressions are found by span: validation stores every typed tree of an entity with the

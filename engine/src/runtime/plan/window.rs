@@ -53,6 +53,8 @@ pub struct WindowPlan {
     /// What the calls' fixed-capacity state (sketches) reserves per branch, charged to MAX
     /// STATE SIZE before any row.
     pub reserved_bytes: u64,
+    /// Identifies the window model a snapshot was taken under (width, step, calls).
+    pub model: u64,
 }
 
 impl std::fmt::Debug for WindowPlan {
@@ -161,6 +163,13 @@ pub(super) fn plan(
             args: programs,
         });
     }
+    let model = xxhash_rust::xxh3::xxh3_64(
+        format!(
+            "{width_ns}/{step_ns}/{:?}",
+            calls.iter().map(|c| &c.call).collect::<Vec<_>>()
+        )
+        .as_bytes(),
+    );
     let mut branch_fields = Vec::with_capacity(branch_reads.len());
     for (name, ty) in branch_reads {
         let position = branch_key
@@ -185,6 +194,7 @@ pub(super) fn plan(
             results: arrow_schema(&fields),
             branch_fields,
             reserved_bytes,
+            model,
         },
         fields,
         columns,

@@ -19,6 +19,7 @@
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
 mod correlate;
+mod snapshot;
 mod work;
 
 use std::collections::{HashMap, VecDeque};
@@ -182,6 +183,11 @@ pub struct Graph {
     releasing: bool,
     /// The relay whose frame the processor at work is processing (a correlator's side).
     input_relay: Option<RelayId>,
+    /// Branch states that left (emptied or evicted) since the last snapshot: (processor,
+    /// branch), so the snapshot deletes their stored entries.
+    forgotten: Vec<(usize, BranchKey)>,
+    /// A deduplication keyspace or a window changed since the last snapshot.
+    work_changed: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -299,6 +305,8 @@ impl Graph {
                 .collect(),
             releasing: false,
             input_relay: None,
+            forgotten: Vec::new(),
+            work_changed: false,
             plan,
         }
     }

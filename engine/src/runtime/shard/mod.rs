@@ -21,6 +21,7 @@ pub mod kafka_sink;
 pub mod mesh;
 pub mod sink_body;
 pub mod sinks;
+pub mod snapshots;
 pub mod subscription;
 
 use std::collections::HashMap;
@@ -168,6 +169,8 @@ pub struct ShardState {
     pub connectors: Option<nervix_connectors::runtime::ConnectorRuntime>,
     /// The node's extension workers (JAQ unfolding and emitting), shared by every shard.
     pub extension: Option<std::sync::Arc<nervix_shards::workers::WorkerClass>>,
+    /// Processor snapshots in flight.
+    pub snapshots: snapshots::Snapshots,
 }
 
 /// Node-wide counters for `/metrics`.
@@ -219,6 +222,7 @@ impl ShardState {
             runtime_state: None,
             connectors: None,
             extension: None,
+            snapshots: snapshots::Snapshots::default(),
         }
     }
 
@@ -343,6 +347,7 @@ impl ShardState {
                 generation: plan.generation,
             },
         );
+        self.restore_domain(&plan.name);
         self.step();
     }
 
@@ -354,6 +359,7 @@ impl ShardState {
         }
         self.close_all_groups(domain);
         self.close_kafka_groups(domain);
+        self.snapshot_domain_now(domain);
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
             run.graph.flush_all(None, at, cx!(self));
@@ -472,6 +478,10 @@ impl ShardState {
 
     /// Force-flushes every route buffer of every domain (graceful shutdown), then steps.
     pub fn flush_everything(&mut self) {
+        let domains: Vec<String> = self.runs.keys().cloned().collect();
+        for domain in domains {
+            self.snapshot_domain_now(&domain);
+        }
         let at = self.instant();
         for run in self.runs.values_mut() {
             run.graph.flush_all(None, at, cx!(self));
@@ -488,6 +498,7 @@ impl ShardState {
         }
         self.time_out(at);
         self.endpoint_tick(at);
+        self.snapshot_tick(at.now.physical_ns);
         self.step();
     }
 
@@ -496,6 +507,10 @@ impl ShardState {
         let at = self.instant();
         let mut wake: Option<u64> = self.endpoint_deadline_ns();
         for run in self.runs.values() {
+            if run.graph.work_changed() {
+                let p = self.snapshots.next_due_ns();
+                wake = Some(wake.map_or(p, |w| w.min(p)));
+            }
             let (logical, physical) = run.graph.next_deadline();
             if let Some(p) = physical {
                 wake = Some(wake.map_or(p, |w| w.min(p)));

@@ -192,6 +192,7 @@ impl Graph {
                     logs.push(format!("deduplication keys cannot be encoded: {error}"));
                     return false;
                 }
+                self.work_changed = true;
                 let space = spaces.entry(frame.key.clone()).or_default();
                 space.expire(at.snapshot_ns, *max_time_ns);
                 failed.sort_unstable();
@@ -422,6 +423,7 @@ impl Graph {
             runs
         };
         state.admit(at.snapshot_ns, args, kept.rows, retained_acks);
+        self.work_changed = true;
         if let Some(due) = state.due_ns(window) {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
         }
@@ -468,7 +470,14 @@ impl Graph {
                 }
             }
         }
-        windows.retain(|_, state| state.retained_rows() > 0);
+        let forgotten = &mut self.forgotten;
+        windows.retain(|key, state| {
+            let keep = state.retained_rows() > 0;
+            if !keep {
+                forgotten.push((index, key.clone()));
+            }
+            keep
+        });
         let branch = processor
             .inputs
             .first()
@@ -526,7 +535,13 @@ impl Graph {
                     for space in spaces.values_mut() {
                         space.expire(at.now.logical_ns, *max_time_ns);
                     }
-                    spaces.retain(|_, space| !space.is_empty());
+                    let forgotten = &mut self.forgotten;
+                    spaces.retain(|key, space| {
+                        if space.is_empty() {
+                            forgotten.push((index, key.clone()));
+                        }
+                        !space.is_empty()
+                    });
                 }
                 (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
                     for (key, buffer) in buffers.iter_mut() {
@@ -548,11 +563,16 @@ impl Graph {
                     buffers.retain(|_, buffer| buffer.held_rows() > 0);
                 }
                 (NodeWork::Window(_), WorkState::Window { .. }) => {
-                    let (only, forced) = match force {
-                        Some(only) => (only, true),
-                        None => (None, false),
-                    };
-                    self.emit_windows(index, only, at.now.logical_ns, forced, at, cx);
+                    match force {
+                        // A leaving branch closes its window early: it emits what it holds.
+                        Some(Some(key)) => {
+                            self.emit_windows(index, Some(key), at.now.logical_ns, true, at, cx)
+                        }
+                        // A stop or an entity pause keeps windows open: their state is
+                        // snapshotted (see `snapshot`) and continues after the restart.
+                        Some(None) => {}
+                        None => self.emit_windows(index, None, at.now.logical_ns, false, at, cx),
+                    }
                     continue;
                 }
                 (NodeWork::Correlate(_), WorkState::Correlate { .. }) => {
@@ -587,7 +607,13 @@ impl Graph {
     }
 
     /// Runs processor `index`'s routes on rows its node work released.
-    pub(super) fn route_released(&mut self, index: usize, frame: &Frame, at: Instant, cx: &mut Ctx<'_>) {
+    pub(super) fn route_released(
+        &mut self,
+        index: usize,
+        frame: &Frame,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match self.resolve_state(&processor.state, &frame.key) {
@@ -661,21 +687,22 @@ impl Graph {
 
     /// A branch left: its deduplication keys go (its reorder buffers were force-released).
     pub(super) fn drop_work_state(&mut self, key: &BranchKey) {
-        for state in &mut self.work {
-            match state {
-                WorkState::Dedup { spaces, .. } => {
-                    spaces.remove(key);
-                }
+        for (index, state) in self.work.iter_mut().enumerate() {
+            let removed = match state {
+                WorkState::Dedup { spaces, .. } => spaces.remove(key).is_some(),
                 WorkState::Reorder { buffers } => {
                     buffers.remove(key);
+                    false
                 }
-                WorkState::Window { windows } => {
-                    windows.remove(key);
-                }
+                WorkState::Window { windows } => windows.remove(key).is_some(),
                 WorkState::Correlate { branches } => {
                     branches.remove(key);
+                    false
                 }
-                WorkState::Pass => {}
+                WorkState::Pass => false,
+            };
+            if removed {
+                self.forgotten.push((index, key.clone()));
             }
         }
     }

@@ -1,0 +1,128 @@
+//! The shard's side of processor snapshots (see `graph::snapshot`): every
+//! [`SNAPSHOT_INTERVAL_NS`] the changed branch states of every domain go to the runtime-state
+//! writer with a ticket, and the window rows they cover are acknowledged when the ticket comes
+//! back (the snapshot is durable). A domain stopping writes its states on the shard thread and
+//! acknowledges at once, so a graceful stop never leaves covered rows unacknowledged.
+//!
+//! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
+//! interval (the states stay dirty and the next snapshot covers them).
+
+use std::collections::HashMap;
+
+use super::{cx, ShardState};
+use crate::runtime::frame::AckRun;
+
+/// How often changed processor state is snapshotted, physical ns.
+pub const SNAPSHOT_INTERVAL_NS: u64 = 1_000_000_000;
+/// Snapshots handed to the writer and not yet durable, at most.
+pub const MAX_PENDING_SNAPSHOTS: usize = 64;
+
+/// Tickets in flight and the rows each covers.
+pub struct Snapshots {
+    done_tx: async_channel::Sender<u64>,
+    done_rx: async_channel::Receiver<u64>,
+    pending: HashMap<u64, Vec<AckRun>>,
+    /// Rows whose snapshot could not be handed over: they ride with the next one.
+    carried: Vec<AckRun>,
+    next_ticket: u64,
+    last_ns: u64,
+}
+
+impl Default for Snapshots {
+    fn default() -> Snapshots {
+        let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING_SNAPSHOTS);
+        Snapshots {
+            done_tx,
+            done_rx,
+            pending: HashMap::new(),
+            carried: Vec::new(),
+            next_ticket: 1,
+            last_ns: 0,
+        }
+    }
+}
+
+impl Snapshots {
+    /// When the next snapshot may run, physical ns.
+    pub fn next_due_ns(&self) -> u64 {
+        self.last_ns.saturating_add(SNAPSHOT_INTERVAL_NS)
+    }
+}
+
+impl ShardState {
+    /// Acknowledges what durable snapshots cover, then snapshots changed state when the
+    /// interval has passed.
+    pub(super) fn snapshot_tick(&mut self, physical_ns: u64) {
+        while let Ok(ticket) = self.snapshots.done_rx.try_recv() {
+            if let Some(runs) = self.snapshots.pending.remove(&ticket) {
+                for run in runs {
+                    cx!(self).ack(run.root, run.rows as u64);
+                }
+            }
+        }
+        let Some(store) = self.runtime_state.clone() else {
+            return;
+        };
+        if physical_ns.saturating_sub(self.snapshots.last_ns) < SNAPSHOT_INTERVAL_NS
+            || self.snapshots.pending.len() >= MAX_PENDING_SNAPSHOTS
+        {
+            return;
+        }
+        self.snapshots.last_ns = physical_ns;
+        let mut entries = Vec::new();
+        let mut acks = std::mem::take(&mut self.snapshots.carried);
+        let all = !acks.is_empty();
+        for run in self.runs.values_mut() {
+            let (more, covered) = run.graph.snapshot_work(all);
+            entries.extend(more);
+            acks.extend(covered);
+        }
+        if entries.is_empty() {
+            self.snapshots.carried = acks;
+            return;
+        }
+        let ticket = self.snapshots.next_ticket;
+        self.snapshots.next_ticket += 1;
+        if store.save_processor_state(entries, Some((self.snapshots.done_tx.clone(), ticket))) {
+            self.snapshots.pending.insert(ticket, acks);
+        } else {
+            // The writer is behind: keep the rows, rewrite everything next time.
+            self.snapshots.carried = acks;
+        }
+    }
+
+    /// Writes `domain`'s processor state now and acknowledges what it covers (a stop).
+    pub(super) fn snapshot_domain_now(&mut self, domain: &str) {
+        let Some(store) = self.runtime_state.clone() else {
+            return;
+        };
+        let Some(run) = self.runs.get_mut(domain) else {
+            return;
+        };
+        let (entries, acks) = run.graph.snapshot_work(true);
+        if entries.is_empty() {
+            return;
+        }
+        match store.write_processor_state_now(&entries) {
+            Ok(()) => {
+                for run in acks {
+                    cx!(self).ack(run.root, run.rows as u64);
+                }
+            }
+            Err(error) => {
+                tracing::error!(%domain, %error, "cannot persist processor state at stop")
+            }
+        }
+    }
+
+    /// Installs `domain`'s stored processor state on this shard (a deploy).
+    pub(super) fn restore_domain(&mut self, domain: &str) {
+        let Some(store) = self.runtime_state.clone() else {
+            return;
+        };
+        let (shard, shards) = (self.shard, self.shards);
+        if let Some(run) = self.runs.get_mut(domain) {
+            run.graph.restore_work(&store, shard, shards);
+        }
+    }
+}
