@@ -47,7 +47,10 @@ enum Step {
         want: Vec<(usize, String)>,
     },
     Sleep(u64),
-    Expect { rows: Vec<Value>, ordered: bool },
+    Expect {
+        rows: Vec<Value>,
+        ordered: bool,
+    },
     Quiet(u64),
 }
 
@@ -201,10 +204,8 @@ fn run(path: &Path) {
         let mut producers: std::collections::HashMap<String, Open> =
             std::collections::HashMap::new();
         for (ingestor, spec) in &case.fields {
-            let field_spec: Vec<(&str, &str)> = spec
-                .iter()
-                .map(|(n, t)| (n.as_str(), t.as_str()))
-                .collect();
+            let field_spec: Vec<(&str, &str)> =
+                spec.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
             let opened = producer(
                 &session,
                 "cases",
