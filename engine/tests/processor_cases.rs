@@ -12,6 +12,8 @@
 //! - `== outcomes [<ingestor>]` — waits for the terminal outcomes of that producer's batches,
 //!   one `<n> <outcome>` per line: the `n`th batch sent to it (from 1) and `completed`,
 //!   `rejected` or `failed`.
+//! - `== console` — statements run through the console now (domain `cases` is selected first),
+//!   e.g. an ALTER while rows are held.
 //! - `== sleep <n>ms` — wait.
 //! - `== expect` — the next rows received, in this order (JSON objects, one per line);
 //!   `== expect unordered` compares them as a multiset.
@@ -46,6 +48,7 @@ enum Step {
         ingestor: String,
         want: Vec<(usize, String)>,
     },
+    Console(String),
     Sleep(u64),
     Expect {
         rows: Vec<Value>,
@@ -116,6 +119,7 @@ fn parse(path: &Path) -> Case {
                     })
                     .collect(),
             }),
+            "console" => case.steps.push(Step::Console(lines.join("\n"))),
             "sleep" => case.steps.push(Step::Sleep(millis())),
             "quiet" => case.steps.push(Step::Quiet(millis())),
             "expect" => case.steps.push(Step::Expect {
@@ -258,6 +262,9 @@ fn run(path: &Path) {
                         }
                         assert_eq!(&open.outcomes[&seq], expected, "{at}: batch {n}");
                     }
+                }
+                Step::Console(statements) => {
+                    define(&mut node.admin(), &format!("USE cases;\n{statements}"))
                 }
                 Step::Sleep(millis) => tokio::time::sleep(Duration::from_millis(*millis)).await,
                 Step::Quiet(millis) => {
