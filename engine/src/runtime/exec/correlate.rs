@@ -204,11 +204,12 @@ impl BranchState {
 
     /// When the earliest pending row expires, domain ns.
     pub fn due_ns(&self, max_time_ns: u64) -> Option<i64> {
-        // Rows are appended at the execution snapshot, which never runs backwards on a
-        // shard, so each side's first row is its earliest; `min` keeps that true regardless.
+        // Rows are appended at the execution snapshot, which does not run backwards on a
+        // shard, so each side's first row is its earliest (were it ever later, rows would
+        // expire late — `expire` checks every row — never early).
         self.sides
             .iter()
-            .filter_map(|side| side.arrival_ns.iter().min())
+            .filter_map(|side| side.arrival_ns.first())
             .min()
             .map(|earliest| earliest.saturating_add(max_time_ns.min(i64::MAX as u64) as i64))
     }

@@ -64,6 +64,61 @@ fn ack_each(cx: &mut Ctx<'_>, roots: &[AckHandle]) {
     }
 }
 
+/// What timing out pending rows produced: log lines, roots to acknowledge (one unit each) and
+/// roots whose correlation ended early.
+#[derive(Default)]
+struct Settled {
+    logs: Vec<String>,
+    acked: Vec<AckHandle>,
+    ended: Vec<AckHandle>,
+}
+
+/// Times out one branch's due rows (all of them when `force`) into `out`. A branch with
+/// nothing due is left untouched, so a tick costs one comparison per idle branch.
+fn settle_branch(
+    state: &mut BranchState,
+    correlate: &CorrelatePlan,
+    now_ns: i64,
+    force: bool,
+    out: &mut Settled,
+) {
+    let due = state
+        .due_ns(correlate.max_time_ns)
+        .is_some_and(|due| due <= now_ns);
+    if !force && !due {
+        return;
+    }
+    let sides = match state.expire(now_ns, correlate.max_time_ns, force) {
+        Ok(sides) => sides,
+        Err(error) => {
+            out.logs
+                .push(format!("pending rows could not be timed out: {error}"));
+            return;
+        }
+    };
+    for (side, expired) in [Side::Left, Side::Right].into_iter().zip(sides) {
+        if force {
+            if !expired.roots.is_empty() {
+                out.logs.push(format!(
+                    "{} pending {} rows negatively acknowledged: their correlation ended before MAX TIME",
+                    expired.roots.len(),
+                    side.keyword()
+                ));
+            }
+            out.ended.extend(expired.roots);
+            continue;
+        }
+        if expired.unmatched > 0 && correlate.on_timeout[side.index()] == TimeoutAction::Log {
+            out.logs.push(format!(
+                "{} {} rows found no match within MAX TIME",
+                expired.unmatched,
+                side.keyword()
+            ));
+        }
+        out.acked.extend(expired.roots);
+    }
+}
+
 impl Graph {
     /// Correlates the kept rows of `frame`, delivered from the relay the node is working on,
     /// with its branch's pending rows; pairs run through processor `index`'s routes.
@@ -231,44 +286,25 @@ impl Graph {
         let WorkState::Correlate { branches } = &mut self.work[index] else {
             return;
         };
-        let mut logs = Vec::new();
-        let mut acked: Vec<AckHandle> = Vec::new();
-        let mut ended: Vec<AckHandle> = Vec::new();
-        for (key, state) in branches.iter_mut() {
-            if only.is_some_and(|only| only != key) {
-                continue;
-            }
-            let sides = match state.expire(now_ns, correlate.max_time_ns, force) {
-                Ok(sides) => sides,
-                Err(error) => {
-                    logs.push(format!("pending rows could not be timed out: {error}"));
-                    continue;
-                }
-            };
-            for (side, expired) in [Side::Left, Side::Right].into_iter().zip(sides) {
-                if force {
-                    if !expired.roots.is_empty() {
-                        logs.push(format!(
-                            "{} pending {} rows negatively acknowledged: their correlation ended before MAX TIME",
-                            expired.roots.len(),
-                            side.keyword()
-                        ));
+        let mut out = Settled::default();
+        match only {
+            // A frame's own branch: looked up, so a frame costs nothing per other branch.
+            Some(key) => {
+                if let Some(state) = branches.get_mut(key) {
+                    settle_branch(state, correlate, now_ns, force, &mut out);
+                    if state.pending_rows() == 0 {
+                        branches.remove(key);
                     }
-                    ended.extend(expired.roots);
-                    continue;
                 }
-                if expired.unmatched > 0 && correlate.on_timeout[side.index()] == TimeoutAction::Log
-                {
-                    logs.push(format!(
-                        "{} {} rows found no match within MAX TIME",
-                        expired.unmatched,
-                        side.keyword()
-                    ));
+            }
+            None => {
+                for state in branches.values_mut() {
+                    settle_branch(state, correlate, now_ns, force, &mut out);
                 }
-                acked.extend(expired.roots);
+                branches.retain(|_, state| state.pending_rows() > 0);
             }
         }
-        branches.retain(|_, state| state.pending_rows() > 0);
+        let Settled { logs, acked, ended } = out;
         ack_each(cx, &acked);
         for root in ended {
             cx.nack(root);
