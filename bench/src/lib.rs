@@ -12,12 +12,14 @@
 //! front end and the console; and `http-filter-map` ([`http`]): keep-alive HTTP requests of
 //! JSON records into an HTTP ENDPOINT ingestor feeding the same junction; and
 //! `kafka-filter-map` ([`kafka`]): a Kafka topic → KAFKA TOPIC INGESTOR filter+map → KAFKA
-//! TOPIC EMITTER → topic, against librdkafka's mock cluster in a process of its own. Nexmark
-//! arrives with its generator.
+//! TOPIC EMITTER → topic, against librdkafka's mock cluster in a process of its own; and
+//! Nexmark ([`nexmark`]): the generator, the NSPL ports, their reference answers and
+//! `nexmark-q0|q1|q2`.
 
 pub mod compare;
 pub mod gen;
 pub mod http;
 pub mod kafka;
+pub mod nexmark;
 pub mod report;
 pub mod scenario;

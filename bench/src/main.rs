@@ -1,7 +1,8 @@
 //! `nervix-bench`: runs one end-to-end scenario and prints a table (and with `--json`, one JSON
 //! object as the last line of stdout), compares two results, or lists the scenarios.
 //!
-//! Exit codes: 0 success, 1 a scenario failed its check (rows out ≠ matching rows in) or could
+//! Exit codes: 0 success, 1 a scenario failed its check (rows out ≠ matching rows in; for
+//! Nexmark, ≠ the reference's output rows for the completed batches) or could
 //! not run, or `compare --fail-below` found a slower run; 2 bad usage.
 
 use std::num::NonZeroUsize;
@@ -46,6 +47,16 @@ enum Command {
     /// Hosts librdkafka's mock cluster for `kafka-filter-map --broker self` (internal).
     #[command(name = "kafka-broker", hide = true)]
     KafkaBroker(KafkaBrokerArguments),
+    /// Nexmark q0 (every bid passed through): in-process producer of generated bids → the
+    /// port in bench/nexmark/q0.nspl → in-process consumer; events/s on one shard.
+    #[command(name = "nexmark-q0")]
+    NexmarkQ0(NexmarkArguments),
+    /// Nexmark q1 (every bid's price in euros), as nexmark-q0 runs it.
+    #[command(name = "nexmark-q1")]
+    NexmarkQ1(NexmarkArguments),
+    /// Nexmark q2 (the bids on every 123rd auction: auction, price), as nexmark-q0 runs it.
+    #[command(name = "nexmark-q2")]
+    NexmarkQ2(NexmarkArguments),
     /// Compare a run's JSON with a baseline's (JSON-lines files: the last record per scenario).
     Compare(CompareArguments),
     /// List the scenarios.
@@ -136,6 +147,28 @@ struct KafkaArguments {
 }
 
 #[derive(Args)]
+struct NexmarkArguments {
+    /// Bid events generated before timing; the producer cycles through them.
+    #[arg(long, default_value_t = 1_000_000)]
+    events: usize,
+    /// How long the producer submits, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Events per submitted batch.
+    #[arg(long, default_value_t = 8192)]
+    batch_rows: usize,
+    /// Batches without an outcome at most (the producer's credit).
+    #[arg(long, default_value_t = 16)]
+    window: u32,
+    /// Pin the shard to a CPU.
+    #[arg(long)]
+    pin: bool,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct KafkaBrokerArguments {
     /// Partitions of the topics created up front.
     #[arg(long, default_value_t = 16)]
@@ -175,12 +208,18 @@ fn main() -> ExitCode {
             nervix_bench::kafka::broker::serve(args.partitions, &args.topics)
                 .map(|()| ExitCode::SUCCESS)
         }
+        Command::NexmarkQ0(run) => run_nexmark("q0", &run),
+        Command::NexmarkQ1(run) => run_nexmark("q1", &run),
+        Command::NexmarkQ2(run) => run_nexmark("q2", &run),
         Command::Compare(args) => run_compare(&args),
         Command::List => {
             for (name, what) in scenario::SCENARIOS
                 .into_iter()
                 .chain([nervix_bench::http::SCENARIO, nervix_bench::kafka::SCENARIO])
             {
+                println!("{name:<28} {what}");
+            }
+            for (name, what) in nervix_bench::nexmark::run::SCENARIOS {
                 println!("{name:<28} {what}");
             }
             Ok(ExitCode::SUCCESS)
@@ -264,6 +303,34 @@ fn run_kafka(args: &KafkaArguments) -> anyhow::Result<ExitCode> {
     let run = runtime.block_on(nervix_bench::kafka::run(&settings))?;
     drop(runtime);
     report_with(&run.result, &run.lines, run.extra, args.json)
+}
+
+fn run_nexmark(query: &str, args: &NexmarkArguments) -> anyhow::Result<ExitCode> {
+    use nervix_bench::nexmark::{query::Query, run};
+    let query = Query::named(query).context("no such Nexmark port")?;
+    let settings = run::BenchSettings {
+        query,
+        events: args.events,
+        seconds: args.seconds,
+        batch_rows: args.batch_rows,
+        window: args.window,
+        pin: args.pin,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let (result, extra) = runtime.block_on(run::bench(&settings))?;
+    drop(runtime);
+    let line = format!(
+        "Nexmark {}: {} bid events generated before timing, replayed; {:.0} events/s on one shard; rows out {} of the reference's {}",
+        query.name,
+        args.events,
+        result.rows_per_sec.floor(),
+        result.rows_out,
+        result.matching
+    );
+    report_with(&result, &[line], extra, args.json)
 }
 
 /// Prints a run's table (and JSON line); exit 1 when rows out differ from matching rows in.

@@ -154,7 +154,7 @@ const LATENCY_WARMUP: Duration = Duration::from_secs(1);
 static MEASURE_FROM_NS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 /// Nanoseconds since the first call in this process (a monotonic clock both ends share).
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     static ANCHOR: OnceLock<Instant> = OnceLock::new();
     ANCHOR.get_or_init(Instant::now).elapsed().as_nanos() as i64
 }
@@ -416,7 +416,7 @@ fn credit_bytes(ring: &[RingBatch], window: u32) -> u64 {
 }
 
 /// Whether an open failure may go away once the graph is deployed.
-trait Transient {
+pub(crate) trait Transient {
     fn transient(&self) -> bool;
 }
 
@@ -457,7 +457,7 @@ impl Transient for InProcessError {
     }
 }
 
-async fn retry_open<T, E, F, Fut>(what: &str, mut open: F) -> anyhow::Result<T>
+pub(crate) async fn retry_open<T, E, F, Fut>(what: &str, mut open: F) -> anyhow::Result<T>
 where
     E: Transient + std::fmt::Debug,
     F: FnMut() -> Fut,

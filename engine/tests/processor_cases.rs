@@ -16,7 +16,8 @@
 //!   e.g. an ALTER while rows are held.
 //! - `== sleep <n>ms` — wait.
 //! - `== expect` — the next rows received, in this order (JSON objects, one per line);
-//!   `== expect unordered` compares them as a multiset.
+//!   `== expect unordered` compares them as a multiset; `… within <n>ms` requires them to
+//!   arrive within that long of the step's start (timing cases: paced domains, generators).
 //! - `== quiet <n>ms` — nothing arrives for that long.
 //!
 //! Lines starting with `#` are comments.
@@ -53,6 +54,7 @@ enum Step {
     Expect {
         rows: Vec<Value>,
         ordered: bool,
+        within_ms: Option<u64>,
     },
     Quiet(u64),
 }
@@ -124,7 +126,13 @@ fn parse(path: &Path) -> Case {
             "quiet" => case.steps.push(Step::Quiet(millis())),
             "expect" => case.steps.push(Step::Expect {
                 rows: json(&lines),
-                ordered: words.get(1) != Some(&"unordered"),
+                ordered: !words.contains(&"unordered"),
+                within_ms: words.iter().position(|w| *w == "within").map(|at| {
+                    words[at + 1]
+                        .trim_end_matches("ms")
+                        .parse::<u64>()
+                        .expect("`within <n>ms`")
+                }),
             }),
             other => panic!("{}: unknown section '{other}'", path.display()),
         }
@@ -161,13 +169,45 @@ fn batch(fields: &[(String, String)], lines: &[String]) -> RecordBatch {
             .map(|(name, ty)| Field::new(name, arrow_type(ty), false))
             .collect::<Vec<_>>(),
     ));
-    let mut decoder = arrow_json::ReaderBuilder::new(schema)
+    // arrow-json parses offset time zones only: read DATETIME at +00:00, then name it UTC.
+    let parse_schema = Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Timestamp(unit, Some(_)) => Field::new(
+                    f.name(),
+                    DataType::Timestamp(*unit, Some("+00:00".into())),
+                    false,
+                ),
+                _ => f.as_ref().clone(),
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let mut decoder = arrow_json::ReaderBuilder::new(parse_schema)
         .build_decoder()
         .expect("decoder");
     decoder
         .decode(lines.join("\n").as_bytes())
         .expect("rows match the fields");
-    decoder.flush().expect("rows").expect("a batch")
+    let parsed = decoder.flush().expect("rows").expect("a batch");
+    let columns = parsed
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, Some(_)) => {
+                let values = column
+                    .as_any()
+                    .downcast_ref::<arrow_array::TimestampNanosecondArray>()
+                    .expect("timestamps")
+                    .clone()
+                    .with_timezone("UTC");
+                Arc::new(values) as arrow_array::ArrayRef
+            }
+            _ => column.clone(),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns).expect("batch")
 }
 
 /// An outcome as case files name it.
@@ -276,17 +316,19 @@ fn run(path: &Path) {
                 Step::Expect {
                     rows: want,
                     ordered,
+                    within_ms,
                 } => {
+                    let limit = Duration::from_millis(within_ms.unwrap_or(10_000));
+                    let deadline = tokio::time::Instant::now() + limit;
                     let mut got: Vec<Value> = Vec::new();
                     while got.len() < want.len() {
-                        let delivery =
-                            tokio::time::timeout(Duration::from_secs(10), rows_out.next())
-                                .await
-                                .unwrap_or_else(|_| {
-                                    panic!("{at}: waited for {want:?}, got only {got:?}")
-                                })
-                                .expect("consumer healthy")
-                                .expect("consumer open");
+                        let delivery = tokio::time::timeout_at(deadline, rows_out.next())
+                            .await
+                            .unwrap_or_else(|_| {
+                                panic!("{at}: waited {limit:?} for {want:?}, got only {got:?}")
+                            })
+                            .expect("consumer healthy")
+                            .expect("consumer open");
                         got.extend(rows(&delivery.batch, BytesAs::Hex));
                         rows_out.ack(delivery.seq).await.expect("ack");
                     }

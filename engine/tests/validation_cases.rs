@@ -55,6 +55,7 @@ fn run_script(path: &Path) -> Vec<String> {
     let context = StatementContext {
         domain: None,
         span: nervix_nspl::Span::default(),
+        wall_ns: 0,
     };
     for change in plan_statement(&catalog, context, &setup)
         .expect("setup applies")
@@ -89,6 +90,7 @@ fn run_script(path: &Path) -> Vec<String> {
         let context = StatementContext {
             domain: Some(&domain),
             span: spanned.span,
+            wall_ns: 0,
         };
         match (
             plan_statement(&catalog, context, &spanned.statement),

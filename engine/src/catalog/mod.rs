@@ -12,6 +12,7 @@ pub mod error;
 pub mod plan;
 pub mod rebind;
 pub mod scope;
+pub mod start;
 
 pub use error::CatalogError;
 pub use plan::{plan_statement, Planned};
@@ -92,6 +93,10 @@ pub enum RunState {
     Started {
         at: StartAt,
         generation: u64,
+        /// The leader's wall clock (UTC ns) when the START ran: a paced domain's clock is
+        /// anchored there, and a node that starts later resumes it from there
+        /// (`runtime::clock::DomainPace::resume`).
+        started_wall_ns: i64,
     },
 }
 

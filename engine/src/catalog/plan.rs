@@ -49,6 +49,9 @@ impl Planned {
 pub struct StatementContext<'a> {
     pub domain: Option<&'a str>,
     pub span: Span,
+    /// The leader's wall clock (UTC ns) when the statement runs: a START records it, so the
+    /// planner itself reads no clock.
+    pub wall_ns: i64,
 }
 
 /// Plans a definition statement (CREATE / ALTER / DROP of catalog entities, CREATE / DROP
@@ -117,11 +120,15 @@ pub fn plan_statement(
                     format!("domain '{}' is already started", domain.name()),
                 ));
             }
+            if let Err(message) = super::start::start_anchor(at, context.wall_ns) {
+                return Err(CatalogError::new(context.span, message));
+            }
             let mut header = domain.header.clone();
             header.generation += 1;
             header.run = RunState::Started {
                 at: at.clone(),
                 generation: header.generation,
+                started_wall_ns: context.wall_ns,
             };
             Ok(Planned::change(Change::PutDomain(header)))
         }
@@ -517,6 +524,7 @@ mod tests {
         let context = StatementContext {
             domain: Some("d"),
             span: Span::default(),
+            wall_ns: 0,
         };
         let planned = plan_statement(catalog, context, &statement).expect("accepted");
         for change in &planned.changes {

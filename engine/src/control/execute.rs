@@ -306,6 +306,7 @@ impl ControlNode {
                         StatementContext {
                             domain: session.domain.as_deref(),
                             span,
+                            wall_ns: crate::runtime::clock::wall_ns(),
                         },
                     )
                     .map(|d| d.name().to_string())
@@ -498,6 +499,7 @@ impl ControlNode {
                 StatementContext {
                     domain: session.domain.as_deref(),
                     span,
+                    wall_ns: crate::runtime::clock::wall_ns(),
                 },
             )
             .map(|d| d.name().to_string())
@@ -569,6 +571,7 @@ impl ControlNode {
             let context = StatementContext {
                 domain: Some(&txn.domain),
                 span,
+                wall_ns: crate::runtime::clock::wall_ns(),
             };
             let planned = plan_statement(&candidate, context, statement)?;
             txn.queued.push(Queued {
@@ -583,6 +586,7 @@ impl ControlNode {
         let context = StatementContext {
             domain: session.domain.as_deref(),
             span,
+            wall_ns: crate::runtime::clock::wall_ns(),
         };
         let planned = self.read(|catalog| plan_statement(catalog, context, statement))?;
         self.replicate(planned.changes, span).await?;
@@ -798,9 +802,11 @@ fn apply_queued(
 ) -> Result<Vec<Change>, CatalogError> {
     let mut changes = Vec::new();
     for queued in &txn.queued {
+        // A queued START records the wall time of the COMMIT that runs it.
         let context = StatementContext {
             domain: Some(&txn.domain),
             span: queued.span,
+            wall_ns: crate::runtime::clock::wall_ns(),
         };
         let planned = plan_statement(candidate, context, &queued.statement).map_err(|e| {
             CatalogError::new(

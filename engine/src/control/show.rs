@@ -30,6 +30,7 @@ pub fn show(
     let domain_context = StatementContext {
         domain: context.session.domain.as_deref(),
         span,
+        wall_ns: crate::runtime::clock::wall_ns(),
     };
     match statement {
         Statement::Catalog(CatalogStmt::ShowClusterStatus) => Ok(context.cluster.clone()),

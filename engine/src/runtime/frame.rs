@@ -6,7 +6,7 @@
 //! run-length encoded — `(root, rows)` pairs in row order — instead of one handle per row. A
 //! run's rows each hold one pending unit on their root.
 
-use arrow_array::{RecordBatch, UInt32Array};
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use nervix_shards::ack::AckHandle;
 use nervix_shards::branch_key::BranchKey;
 
@@ -24,6 +24,10 @@ pub struct Frame {
     pub key: BranchKey,
     /// Empty for rows that carry no acknowledgement (NO ACK, detached boundaries).
     pub acks: Vec<AckRun>,
+    /// Per row, its event time (low watermark, ns since the epoch) as an I64 array, when its
+    /// ingestor declared `TIMESTAMP AT <field>`; None otherwise (nodes then use their
+    /// execution snapshot).
+    pub times: Option<ArrayRef>,
 }
 
 impl Frame {
@@ -76,6 +80,59 @@ pub fn count_rows_per_run(runs: &[AckRun], rows: impl Iterator<Item = u32>, per_
         }
         per_run[run] += 1;
     }
+}
+
+/// The runs of rows taken from a batch with runs `runs` in the order `order` (indices into
+/// the batch): one run per consecutive stretch of one root, so a payload's rows may be split.
+pub fn permuted_runs(runs: &[AckRun], order: &UInt32Array) -> Vec<AckRun> {
+    if runs.is_empty() {
+        return Vec::new();
+    }
+    let mut run_of_row: Vec<u32> = Vec::with_capacity(runs.iter().map(|r| r.rows as usize).sum());
+    for (index, run) in runs.iter().enumerate() {
+        run_of_row.extend(std::iter::repeat_n(index as u32, run.rows as usize));
+    }
+    let mut out: Vec<AckRun> = Vec::new();
+    for row in order.values().iter() {
+        let Some(index) = run_of_row.get(*row as usize) else {
+            continue;
+        };
+        let root = runs[*index as usize].root;
+        match out.last_mut() {
+            Some(last) if last.root == root => last.rows += 1,
+            _ => out.push(AckRun { root, rows: 1 }),
+        }
+    }
+    out
+}
+
+/// Splits runs after their first `rows` rows: (the runs of those rows, the rest).
+pub fn split_runs(runs: &[AckRun], rows: usize) -> (Vec<AckRun>, Vec<AckRun>) {
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
+    let mut left = rows as u64;
+    for run in runs {
+        let take = (run.rows as u64).min(left);
+        if take > 0 {
+            head.push(AckRun {
+                root: run.root,
+                rows: take as u32,
+            });
+        }
+        if (run.rows as u64) > take {
+            tail.push(AckRun {
+                root: run.root,
+                rows: run.rows - take as u32,
+            });
+        }
+        left -= take;
+    }
+    (head, tail)
+}
+
+/// `times` restricted to the rows `rows` selects (ascending row indices), if any.
+pub fn take_times(times: Option<&ArrayRef>, rows: &UInt32Array) -> Option<ArrayRef> {
+    times.and_then(|t| arrow_select::take::take(t.as_ref(), rows, None).ok())
 }
 
 /// Concatenates run lists in order, merging neighbours on the same root.

@@ -91,6 +91,9 @@ pub struct DataPlane {
     installed_bundles: std::sync::Mutex<HashMap<String, (PathBuf, Vec<String>)>>,
     /// Deployed domains and the fingerprint of the model they run.
     deployed: tokio::sync::Mutex<HashMap<String, u64>>,
+    /// The clock of each started domain with the START generation it belongs to: a model
+    /// change redeploys the domain on the same clock; only a new START makes a new one.
+    paces: std::sync::Mutex<HashMap<String, (u64, clock::DomainPace)>>,
     /// Domains whose model cannot run here, with why (reported by DESCRIBE and logs).
     pub failures: std::sync::Mutex<HashMap<String, String>>,
     subscriptions: std::sync::Mutex<HashMap<u64, subscribe::SubscriptionSpec>>,
@@ -186,6 +189,7 @@ impl DataPlane {
             certs,
             installed_bundles: std::sync::Mutex::new(HashMap::new()),
             deployed: tokio::sync::Mutex::new(HashMap::new()),
+            paces: std::sync::Mutex::new(HashMap::new()),
             failures: std::sync::Mutex::new(HashMap::new()),
             subscriptions: std::sync::Mutex::new(HashMap::new()),
             next_subscription: std::sync::atomic::AtomicU64::new(1),
@@ -260,7 +264,15 @@ impl DataPlane {
             if deployed.get(name) == Some(&fingerprint) {
                 continue;
             }
-            match plan::build(domain, catalog, &self.data_dir) {
+            let pace = match self.pace(domain) {
+                Ok(pace) => pace,
+                Err(error) => {
+                    tracing::error!("domain '{name}' cannot run: {error}");
+                    reconcile.failed.push((name.clone(), error, fingerprint));
+                    continue;
+                }
+            };
+            match plan::build(domain, catalog, &self.data_dir, pace) {
                 Ok(plan) => reconcile.deploy.push((Arc::new(plan), fingerprint)),
                 Err(error) => {
                     tracing::error!("domain '{name}' cannot run: {error}");
@@ -278,6 +290,36 @@ impl DataPlane {
         reconcile.known = known;
         reconcile.bundles = tls_bundles(&catalog.global, &self.data_dir);
         reconcile
+    }
+
+    /// The clock of a started domain: the one this node already runs for its START, or one
+    /// resumed from the START's record (first deploy here, or after a restart).
+    fn pace(&self, domain: &crate::catalog::Domain) -> Result<clock::DomainPace, String> {
+        let RunState::Started {
+            at,
+            generation,
+            started_wall_ns,
+        } = &domain.header.run
+        else {
+            return Ok(clock::DomainPace::Unpaced);
+        };
+        let mut paces = self
+            .paces
+            .lock()
+            .map_err(|_| "the clock table is poisoned")?;
+        if let Some((running, pace)) = paces.get(domain.name()) {
+            if running == generation {
+                return Ok(*pace);
+            }
+        }
+        let pace = clock::DomainPace::resume(
+            at,
+            *started_wall_ns,
+            clock::wall_ns(),
+            clock::physical_ns(),
+        )?;
+        paces.insert(domain.name().to_string(), (*generation, pace));
+        Ok(pace)
     }
 
     /// Reconciles against the catalog read through `read`.

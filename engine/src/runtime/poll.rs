@@ -25,12 +25,13 @@ pub const POLL_QUEUE_BODIES: usize = 2;
 
 /// Starts the pollers of `domain`'s polling sources that live on this shard.
 pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
-    let sources: Vec<(String, IntakeSource, _, _)> = {
+    let (pace, sources): (_, Vec<(String, IntakeSource, _, _)>) = {
         let shard = state.borrow();
         let Some(run) = shard.runs.get(domain) else {
             return;
         };
-        run.graph
+        let sources = run
+            .graph
             .plan
             .ingestors
             .iter()
@@ -46,7 +47,8 @@ pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
                     )
                 })
             })
-            .collect()
+            .collect();
+        (run.graph.plan.pace, sources)
     };
     let Some(runtime) = state.borrow().connectors.clone() else {
         return;
@@ -64,9 +66,10 @@ pub fn start_pollers(state: &Rc<RefCell<ShardState>>, domain: &str) {
             }
         };
         let (bodies, received) = async_channel::bounded::<Polled>(POLL_QUEUE_BODIES);
+        // EVERY is domain time: a paced domain polls at its rate (the cadence stays anchored).
         runtime.spawn(poll_loop(
             client,
-            plan.every_ns,
+            pace.physical_span_ns(plan.every_ns).max(1),
             suspended,
             stopped.clone(),
             bodies,

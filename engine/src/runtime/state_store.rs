@@ -233,10 +233,7 @@ impl RuntimeState {
     }
 
     /// Every stored branch entry under `prefix`: (the key after the prefix, the state).
-    pub fn processor_state(
-        &self,
-        prefix: &str,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StateStoreError> {
+    pub fn processor_state(&self, prefix: &str) -> Result<Vec<ProcessorEntry>, StateStoreError> {
         let lmdb = |source| StateStoreError::Lmdb {
             dir: self.dir.clone(),
             source,

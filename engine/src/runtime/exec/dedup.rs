@@ -46,7 +46,7 @@ pub struct Keyspace {
 }
 
 /// The snapshot format version (first byte of an encoded keyspace).
-const SNAPSHOT_VERSION: u8 = 1;
+const SNAPSHOT_VERSION: u8 = 2;
 /// Bytes per key in a snapshot: the hash and the first sighting.
 const SNAPSHOT_KEY_BYTES: usize = 24;
 
@@ -115,14 +115,16 @@ impl Keyspace {
         self.dirty
     }
 
-    /// Encodes every live key with its first sighting (empty when none: deletes the entry).
-    pub fn snapshot(&mut self) -> Vec<u8> {
+    /// Encodes every live key with its first sighting under key model `model` (empty when
+    /// none: deletes the entry).
+    pub fn snapshot(&mut self, model: u64) -> Vec<u8> {
         self.dirty = false;
         if self.first_seen.is_empty() {
             return Vec::new();
         }
-        let mut out = Vec::with_capacity(5 + self.first_seen.len() * SNAPSHOT_KEY_BYTES);
+        let mut out = Vec::with_capacity(13 + self.first_seen.len() * SNAPSHOT_KEY_BYTES);
         out.push(SNAPSHOT_VERSION);
+        out.extend_from_slice(&model.to_le_bytes());
         out.extend_from_slice(&(self.first_seen.len() as u32).to_le_bytes());
         for (key, seen) in self.entries() {
             out.extend_from_slice(&key.to_le_bytes());
@@ -131,12 +133,17 @@ impl Keyspace {
         out
     }
 
-    /// A keyspace from a [`Keyspace::snapshot`]; None when the bytes are not one.
-    pub fn from_snapshot(bytes: &[u8]) -> Option<Keyspace> {
+    /// A keyspace from a [`Keyspace::snapshot`] taken under key model `model`; None when the
+    /// bytes are not one or the keys were other expressions.
+    pub fn from_snapshot(bytes: &[u8], model: u64) -> Option<Keyspace> {
         let (&version, rest) = bytes.split_first()?;
-        if version != SNAPSHOT_VERSION || rest.len() < 4 {
+        if version != SNAPSHOT_VERSION || rest.len() < 12 {
             return None;
         }
+        if u64::from_le_bytes(rest[..8].try_into().ok()?) != model {
+            return None;
+        }
+        let rest = &rest[8..];
         let count = u32::from_le_bytes(rest[..4].try_into().ok()?) as usize;
         let body = &rest[4..];
         if body.len() != count * SNAPSHOT_KEY_BYTES {
@@ -199,14 +206,18 @@ mod tests {
         let mut space = Keyspace::default();
         space.admit(3, 30);
         space.admit(u128::MAX, 40);
-        let bytes = space.snapshot();
+        let bytes = space.snapshot(7);
         assert!(!space.is_dirty());
-        let restored = Keyspace::from_snapshot(&bytes).expect("a keyspace");
+        assert!(
+            Keyspace::from_snapshot(&bytes, 8).is_none(),
+            "another key model"
+        );
+        let restored = Keyspace::from_snapshot(&bytes, 7).expect("a keyspace");
         assert_eq!(
             restored.entries().collect::<Vec<_>>(),
             vec![(3, 30), (u128::MAX, 40)]
         );
-        assert!(Keyspace::from_snapshot(&bytes[..bytes.len() - 1]).is_none());
+        assert!(Keyspace::from_snapshot(&bytes[..bytes.len() - 1], 7).is_none());
     }
 
     #[test]

@@ -37,6 +37,8 @@ struct Chunk {
     /// Per row: arrival instant, domain ns.
     arrival: ArrayRef,
     acks: Vec<AckRun>,
+    /// Per row: event time, when the rows carry one.
+    times: Option<ArrayRef>,
 }
 
 /// Rows released in order, with the runs of their acknowledgements.
@@ -44,6 +46,7 @@ pub struct Released {
     pub columns: Vec<ArrayRef>,
     pub num_rows: usize,
     pub acks: Vec<AckRun>,
+    pub times: Option<ArrayRef>,
 }
 
 /// One branch's held rows.
@@ -61,10 +64,11 @@ impl OrderBuffer {
     }
 
     /// Holds `columns` (the filtered input) with their `keys` (one array per BY expression),
-    /// arrived at `arrival_ns`; `acks` cover the rows, or are empty (detached).
+    /// arrived at `arrival_ns`; `acks` cover the rows, or are empty (detached); `times` are
+    /// their event times, if they carry them.
     pub fn hold(
         &mut self,
-        columns: Vec<ArrayRef>,
+        (columns, times): (Vec<ArrayRef>, Option<ArrayRef>),
         keys: Vec<ArrayRef>,
         rows: usize,
         arrival_ns: i64,
@@ -78,6 +82,7 @@ impl OrderBuffer {
             keys,
             arrival: Arc::new(Int64Array::from_value(arrival_ns, rows)),
             acks,
+            times,
         });
         self.rows += rows;
         self.earliest_ns = Some(self.earliest_ns.map_or(arrival_ns, |e| e.min(arrival_ns)));
@@ -118,6 +123,12 @@ impl OrderBuffer {
             .map(|i| gather(&|c: &Chunk| &c.keys[i]))
             .collect::<Result<Vec<_>, _>>()?;
         let arrival = gather(&|c: &Chunk| &c.arrival)?;
+        let times = if chunks.iter().all(|c| c.times.is_some()) {
+            let parts: Vec<&dyn Array> = chunks.iter().filter_map(|c| c.times.as_deref()).collect();
+            Some(concat(&parts)?)
+        } else {
+            None
+        };
         // Per row: the index of its run in `runs`, so acknowledgements follow the sort.
         let mut runs: Vec<AckRun> = Vec::new();
         let mut run_of_row: Vec<u32> = Vec::with_capacity(rows);
@@ -179,6 +190,10 @@ impl OrderBuffer {
                 .collect::<Result<_, _>>()?,
             num_rows: cut,
             acks,
+            times: times
+                .as_ref()
+                .map(|t| pick(t, &released_order))
+                .transpose()?,
         };
 
         if cut < rows {
@@ -201,6 +216,7 @@ impl OrderBuffer {
                     .collect::<Result<_, _>>()?,
                 arrival: kept_arrival,
                 acks: kept_acks,
+                times: times.as_ref().map(|t| pick(t, &kept_order)).transpose()?,
             });
             self.rows = rows - cut;
             self.earliest_ns = earliest;
@@ -266,8 +282,20 @@ mod tests {
                 rows,
             }]
         };
-        buffer.hold(vec![ints(&[5, 3])], vec![ints(&[5, 3])], 2, 0, run(1, 2));
-        buffer.hold(vec![ints(&[4, 9])], vec![ints(&[4, 9])], 2, 50, run(2, 2));
+        buffer.hold(
+            (vec![ints(&[5, 3])], None),
+            vec![ints(&[5, 3])],
+            2,
+            0,
+            run(1, 2),
+        );
+        buffer.hold(
+            (vec![ints(&[4, 9])], None),
+            vec![ints(&[4, 9])],
+            2,
+            50,
+            run(2, 2),
+        );
         assert!(buffer.release(99, 100, false).unwrap().is_none());
         assert_eq!(buffer.due_ns(100), Some(100));
         let out = buffer.release(100, 100, false).unwrap().unwrap();
@@ -300,8 +328,20 @@ mod tests {
     #[test]
     fn equal_keys_keep_arrival_order() {
         let mut buffer = OrderBuffer::default();
-        buffer.hold(vec![ints(&[1, 2])], vec![ints(&[7, 7])], 2, 0, Vec::new());
-        buffer.hold(vec![ints(&[3])], vec![ints(&[7])], 1, 1, Vec::new());
+        buffer.hold(
+            (vec![ints(&[1, 2])], None),
+            vec![ints(&[7, 7])],
+            2,
+            0,
+            Vec::new(),
+        );
+        buffer.hold(
+            (vec![ints(&[3])], Some(ints(&[30]))),
+            vec![ints(&[7])],
+            1,
+            1,
+            Vec::new(),
+        );
         let out = buffer.release(0, 0, true).unwrap().unwrap();
         assert_eq!(values(&out.columns[0]), vec![1, 2, 3]);
         assert!(out.acks.is_empty());

@@ -1,12 +1,15 @@
 //! The retained rows of one WINDOW PROCESSOR branch and the window over them (spec "Window
 //! processor").
 //!
-//! Timing: a window begins at the time of the first row it retains and is due `WIDTH` later;
-//! a row's time is the execution snapshot (domain clock) of the batch that delivered it.
-//! When due, every retained row is folded into fresh accumulators, one per aggregate call,
-//! run by run, and the window emits one record. Stepping then removes the runs strictly
-//! before `start + STEP` (rows exactly at the cutoff remain) and the next window starts
-//! there, or at the next row when nothing remains. Because emission always refolds what is
+//! Timing: a row's time is its event time (`TIMESTAMP AT`, carried by its frame) or else the
+//! execution snapshot of the batch that delivered it. A window begins at the time of the first
+//! row it retains and is due `WIDTH` later, once the input watermark (the latest row time
+//! admitted) or the domain clock reaches that instant. When due, the retained rows before the
+//! window's end are folded into fresh accumulators, one per aggregate call, run by run, and the
+//! window emits one record. Stepping then removes the rows strictly before `start + STEP`
+//! (rows exactly at the cutoff remain) and the next window starts there, or at the next row
+//! when nothing remains. Each retained run is kept sorted by time, so both cuts are binary
+//! searches and folds read contiguous slices. Because emission always refolds what is
 //! retained, no aggregate has to support removal, and a window's result is the same however
 //! its rows were batched (exact for counts and integer sums; float sums are compensated per
 //! run, spec "Admission").
@@ -21,10 +24,10 @@
 
 use std::collections::VecDeque;
 
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef, Int64Array};
 
 use crate::runtime::aggregate::{Accumulator, AggregateError};
-use crate::runtime::frame::AckRun;
+use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
 
 /// The per-branch state cap of a window that declares no MAX STATE SIZE.
@@ -32,7 +35,8 @@ pub const UNDECLARED_STATE_CAP_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
 struct Retained {
-    time_ns: i64,
+    /// Per row, its time (ns), ascending.
+    times: Int64Array,
     /// Per aggregate call, its value-argument arrays (each `rows` long).
     args: Vec<Vec<ArrayRef>>,
     rows: usize,
@@ -40,18 +44,27 @@ struct Retained {
     acks: Vec<AckRun>,
 }
 
+impl Retained {
+    /// How many leading rows are before `instant`.
+    fn rows_before(&self, instant: i64) -> usize {
+        self.times.values().partition_point(|t| *t < instant)
+    }
+}
+
 /// One branch's window.
 #[derive(Default)]
 pub struct WindowState {
     runs: VecDeque<Retained>,
     start_ns: Option<i64>,
+    /// The latest row time admitted.
+    watermark_ns: Option<i64>,
     bytes: u64,
     /// Changed since its last snapshot.
     dirty: bool,
 }
 
 /// The snapshot format version (first byte of an encoded window).
-const SNAPSHOT_VERSION: u8 = 1;
+const SNAPSHOT_VERSION: u8 = 2;
 
 /// Why a window snapshot cannot be read back.
 #[derive(Debug, thiserror::Error)]
@@ -90,52 +103,80 @@ impl WindowState {
             .map(|start| start.saturating_add(plan.width_ns.min(i64::MAX as u64) as i64))
     }
 
+    /// Whether the open window is due when the domain clock reads `clock_ns`.
+    pub fn is_due(&self, plan: &WindowPlan, clock_ns: i64) -> bool {
+        let reached = self.watermark_ns.map_or(clock_ns, |w| w.max(clock_ns));
+        self.due_ns(plan).is_some_and(|due| due <= reached)
+    }
+
     /// Whether adding `bytes` would take the branch over MAX STATE SIZE.
     pub fn would_exceed(&self, plan: &WindowPlan, bytes: u64) -> bool {
         let cap = plan.max_state_bytes.unwrap_or(UNDECLARED_STATE_CAP_BYTES);
         plan.reserved_bytes + self.bytes + bytes > cap
     }
 
-    /// Retains `rows` rows arrived at `time_ns` with their evaluated arguments.
+    /// Retains `rows` rows with their `times` and evaluated arguments.
     pub fn admit(
         &mut self,
-        time_ns: i64,
-        args: Vec<Vec<ArrayRef>>,
+        times: Int64Array,
+        mut args: Vec<Vec<ArrayRef>>,
         rows: usize,
-        acks: Vec<AckRun>,
-    ) {
-        if rows == 0 {
-            return;
+        mut acks: Vec<AckRun>,
+    ) -> Result<(), arrow_schema::ArrowError> {
+        if rows == 0 || times.len() != rows {
+            return Ok(());
+        }
+        let mut times = times;
+        if !times.values().is_sorted() {
+            let order = arrow_ord::sort::sort_to_indices(&times, None, None)?;
+            times = arrow_select::take::take(&times, &order, None)?
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .cloned()
+                .ok_or_else(|| arrow_schema::ArrowError::CastError("times".into()))?;
+            for values in &mut args {
+                for array in values.iter_mut() {
+                    *array = arrow_select::take::take(array.as_ref(), &order, None)?;
+                }
+            }
+            acks = permuted_runs(&acks, &order);
         }
         let bytes = args_bytes(&args);
         self.bytes += bytes;
         self.dirty = true;
-        self.start_ns.get_or_insert(time_ns);
+        let (first, last) = (times.value(0), times.value(rows - 1));
+        self.start_ns.get_or_insert(first);
+        self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
         self.runs.push_back(Retained {
-            time_ns,
+            times,
             args,
             rows,
             bytes,
             acks,
         });
+        Ok(())
     }
 
     /// The open window's result: one one-row array per call, or the first call that failed.
     pub fn finish(&self, plan: &WindowPlan) -> Result<Vec<ArrayRef>, AggregateError> {
+        let end = self.due_ns(plan).unwrap_or(i64::MIN);
         plan.calls
             .iter()
             .enumerate()
             .map(|(index, call)| {
                 let mut accumulator = Accumulator::new(&call.call);
                 for run in &self.runs {
-                    accumulator.fold(&run.args[index], 0..run.rows);
+                    let within = run.rows_before(end);
+                    if within > 0 {
+                        accumulator.fold(&run.args[index], 0..within);
+                    }
                 }
                 accumulator.finish()
             })
             .collect()
     }
 
-    /// Steps past the emitted window: the runs before `start + STEP` leave (their
+    /// Steps past the emitted window: the rows before `start + STEP` leave (their
     /// acknowledgement runs are returned), the next window starts at the cutoff, or at the
     /// next row when nothing remains.
     pub fn step(&mut self, plan: &WindowPlan) -> Vec<AckRun> {
@@ -144,14 +185,34 @@ impl WindowState {
         };
         let cutoff = start.saturating_add(plan.step_ns.min(i64::MAX as u64) as i64);
         let mut leaving = Vec::new();
-        while self.runs.front().is_some_and(|run| run.time_ns < cutoff) {
-            if let Some(run) = self.runs.pop_front() {
-                self.bytes -= run.bytes;
-                leaving.extend(run.acks);
+        for run in &mut self.runs {
+            let gone = run.rows_before(cutoff);
+            if gone == 0 {
+                continue;
             }
+            let (left, rest) = split_runs(&run.acks, gone);
+            leaving.extend(left);
+            run.acks = rest;
+            let freed = if gone == run.rows {
+                run.bytes
+            } else {
+                run.bytes * gone as u64 / run.rows as u64
+            };
+            self.bytes -= freed;
+            run.bytes -= freed;
+            let kept = run.rows - gone;
+            run.times = run.times.slice(gone, kept);
+            for values in &mut run.args {
+                for array in values.iter_mut() {
+                    *array = array.slice(gone, kept);
+                }
+            }
+            run.rows = kept;
         }
+        self.runs.retain(|run| run.rows > 0);
         self.dirty = true;
         self.start_ns = if self.runs.is_empty() {
+            self.watermark_ns = None;
             None
         } else {
             Some(cutoff)
@@ -162,6 +223,7 @@ impl WindowState {
     /// Closes the window early (stop, branch eviction): every retained row leaves.
     pub fn drain(&mut self) -> Vec<AckRun> {
         self.start_ns = None;
+        self.watermark_ns = None;
         self.bytes = 0;
         self.dirty = true;
         self.runs.drain(..).flat_map(|run| run.acks).collect()
@@ -191,12 +253,12 @@ impl WindowState {
         out.extend_from_slice(&start.to_le_bytes());
         out.extend_from_slice(&(self.runs.len() as u32).to_le_bytes());
         for run in &self.runs {
-            out.extend_from_slice(&run.time_ns.to_le_bytes());
             out.extend_from_slice(&(run.rows as u32).to_le_bytes());
-            let columns: Vec<ArrayRef> = run.args.iter().flatten().cloned().collect();
-            let ipc = if columns.is_empty() {
-                Vec::new()
-            } else {
+            let times: ArrayRef = std::sync::Arc::new(run.times.clone());
+            let columns: Vec<ArrayRef> = std::iter::once(times)
+                .chain(run.args.iter().flatten().cloned())
+                .collect();
+            let ipc = {
                 let fields: Vec<arrow_schema::Field> = columns
                     .iter()
                     .enumerate()
@@ -245,7 +307,6 @@ impl WindowState {
             ..WindowState::default()
         };
         for _ in 0..count {
-            let time_ns = i64::from_le_bytes(word(take(8)?));
             let rows = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
             let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
             let ipc = take(len)?;
@@ -261,6 +322,10 @@ impl WindowState {
                 }
             }
             let mut columns = columns.into_iter();
+            let times = columns
+                .next()
+                .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
+                .ok_or(SnapshotError::Malformed)?;
             let mut args = Vec::with_capacity(plan.calls.len());
             for call in &plan.calls {
                 let values: Vec<ArrayRef> = columns.by_ref().take(call.args.len()).collect();
@@ -269,7 +334,7 @@ impl WindowState {
                 }
                 args.push(values);
             }
-            state.admit(time_ns, args, rows, Vec::new());
+            state.admit(times, args, rows, Vec::new())?;
         }
         state.start_ns = if state.runs.is_empty() {
             None

@@ -14,6 +14,7 @@
 mod connection;
 mod correlate;
 mod endpoint;
+mod generator;
 mod http;
 mod intake_codec;
 mod kafka;
@@ -201,6 +202,8 @@ pub struct IngestorPlan {
     /// Whether its programs read the source envelope (`read_header`, `read_headers`,
     /// `metadata.`): only then do its intakes capture one (`runtime::envelope`).
     pub uses_envelope: bool,
+    /// `TIMESTAMP AT <field>`: the input column (DATETIME) holding each row's event time.
+    pub event_time: Option<usize>,
 }
 
 /// One `FROM <relay> [WHERE …]` of a processor or emitter.
@@ -265,6 +268,8 @@ pub struct EmitterPlan {
 pub struct DomainPlan {
     pub name: String,
     pub generation: u64,
+    /// How the domain's logical time follows the node's clocks (fixed by its START).
+    pub pace: crate::runtime::clock::DomainPace,
     pub relays: Vec<RelayPlan>,
     pub branches: Vec<BranchPlan>,
     pub ingestors: Vec<IngestorPlan>,
@@ -383,13 +388,14 @@ impl<'e> TypedIndex<'e> {
     }
 }
 
-/// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots.
-/// Builds the plan of `domain`; the catalog supplies cluster-wide entities (VHOSTs) and
-/// resources (client MOUNTs).
+/// Builds the runnable plan of `domain`. `data_dir` anchors FILE clients' relative roots;
+/// the catalog supplies cluster-wide entities (VHOSTs) and resources (client MOUNTs); `pace`
+/// is the domain clock its START fixed.
 pub fn build(
     domain: &Domain,
     catalog: &crate::catalog::Catalog,
     data_dir: &std::path::Path,
+    pace: crate::runtime::clock::DomainPace,
 ) -> Result<DomainPlan, PlanError> {
     let mut builder = Builder {
         domain,
@@ -399,6 +405,7 @@ pub fn build(
         plan: DomainPlan {
             name: domain.name().to_string(),
             generation: domain.header.generation,
+            pace,
             relays: Vec::new(),
             branches: Vec::new(),
             ingestors: Vec::new(),
@@ -650,6 +657,12 @@ impl<'d> Builder<'d> {
             contract_id,
             source,
             uses_envelope,
+            event_time: match &create.timestamp {
+                Some(nervix_nspl::ast::ingestor::TimestampSource::At(field)) => {
+                    fields.iter().position(|f| f.name == field.name)
+                }
+                _ => None,
+            },
         });
         Ok(())
     }
@@ -747,6 +760,9 @@ impl<'d> Builder<'d> {
     }
 
     fn processor(&mut self, entity: &'d Entity, create: &CreateProcessor) -> Result<(), PlanError> {
+        if let ProcessorDef::Generator { source, each } = &create.def {
+            return self.generator(entity, create, source, each);
+        }
         let owner = entity.key.to_string();
         let mut typed = TypedIndex::new(entity);
         let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;

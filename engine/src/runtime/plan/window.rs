@@ -69,12 +69,19 @@ impl std::fmt::Debug for WindowPlan {
     }
 }
 
+/// What window routes read: the aggregate call nodes and the `branch.<field>` reads with types.
+type RouteReads<'e> = (Vec<&'e TypedExpr>, Vec<(String, FieldType)>);
+
+/// A window's plan, the fields its routes read, and each aggregate call's result column by
+/// the call's span.
+type Planned = (WindowPlan, Vec<Field>, HashMap<(u32, u32), usize>);
+
 /// Every aggregate call in the SETs of `create`'s routes (in span order) and every
 /// `branch.<field>` they read (by name, first read first).
 fn route_reads<'e>(
     typed: &TypedIndex<'e>,
     create: &CreateProcessor,
-) -> Result<(Vec<&'e TypedExpr>, Vec<(String, FieldType)>), PlanError> {
+) -> Result<RouteReads<'e>, PlanError> {
     let mut calls: Vec<&'e TypedExpr> = Vec::new();
     let mut branch_reads: Vec<(String, FieldType)> = Vec::new();
     for written in &create.routes {
@@ -131,7 +138,7 @@ pub(super) fn plan(
     input: &[Field],
     branch_key: &[FieldRef],
     owner: &str,
-) -> Result<(WindowPlan, Vec<Field>, HashMap<(u32, u32), usize>), PlanError> {
+) -> Result<Planned, PlanError> {
     let width_ns = duration_ns(width, "WIDTH", owner)?;
     let step_ns = duration_ns(step, "STEP", owner)?;
     let (trees, branch_reads) = route_reads(typed, create)?;

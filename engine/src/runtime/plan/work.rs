@@ -1,7 +1,8 @@
 //! The node-specific work of a processor (spec "Processing order", step 3): what runs between
 //! the filters and the routes. Junctions and reingestors do none; a deduplicator drops rows
-//! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order;
-//! windows and correlators plan in their own modules (`window`, `correlate`).
+//! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order; a
+//! generator has no input and runs its routes on a cadence instead; windows and correlators
+//! plan in their own modules (`window`, `correlate`).
 //!
 //! Key and ordering expressions read the input row (`input.x`, bare names) like a node filter,
 //! compiled here once for every branch and shard.
@@ -22,6 +23,9 @@ pub enum NodeWork {
     Dedup {
         keys: Vec<Program>,
         max_time_ns: u64,
+        /// Identifies the key expressions: a keyspace stored under others is purged (spec:
+        /// changing DEDUPLICATE ON purges the keyspace).
+        key_model: u64,
     },
     /// REORDERER: rows are held per branch and released in `BY` order after at most
     /// `max_time_ns` (see `exec::reorder`).
@@ -32,6 +36,13 @@ pub enum NodeWork {
     /// CORRELATOR: rows wait per branch and side for a partner on the other side, for at
     /// most MAX TIME (see `exec::correlate`).
     Correlate(Box<super::CorrelatePlan>),
+    /// GENERATOR: no input; every `each_ns` of domain time (and at once for a branch whose
+    /// state is new) the routes run once per branch over `source`'s materialized row (see
+    /// `shard::graph::generator`).
+    Generate {
+        source: super::RelayId,
+        each_ns: u64,
+    },
 }
 
 impl<'d> Builder<'d> {
@@ -54,6 +65,13 @@ impl<'d> Builder<'d> {
             ProcessorDef::Deduplicator { on, max_time, .. } => NodeWork::Dedup {
                 keys: compile_all(on)?,
                 max_time_ns: max_time.nanos,
+                key_model: xxhash_rust::xxh3::xxh3_64(
+                    on.iter()
+                        .map(nervix_nspl::render::fmt_expr)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        .as_bytes(),
+                ),
             },
             ProcessorDef::Reorderer { by, max_time, .. } => NodeWork::Reorder {
                 by: compile_all(by)?,

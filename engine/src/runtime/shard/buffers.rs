@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::BranchKey;
 use nervix_shards::flush::{Action, Chunk, FlushPolicy, Now, RouteFlusher};
@@ -26,6 +26,9 @@ struct Buffer {
     flusher: RouteFlusher,
     parts: Vec<RecordBatch>,
     runs: Vec<AckRun>,
+    /// The parts' event times; a frame has times only when every part had them.
+    times: Vec<ArrayRef>,
+    untimed: bool,
 }
 
 /// Every concrete branch's buffer of one route.
@@ -56,6 +59,7 @@ impl RouteBuffers {
         key: BranchKey,
         batch: RecordBatch,
         runs: Vec<AckRun>,
+        times: Option<ArrayRef>,
         now: Now,
         out: &mut Vec<Frame>,
     ) -> Option<nervix_shards::flush::Deadline> {
@@ -65,6 +69,8 @@ impl RouteBuffers {
             flusher: RouteFlusher::new(policy),
             parts: Vec::new(),
             runs: Vec::new(),
+            times: Vec::new(),
+            untimed: false,
         });
         let actions = buffer.flusher.append(chunk, now);
         if actions.before.is_flush() {
@@ -74,6 +80,10 @@ impl RouteBuffers {
         }
         buffer.parts.push(batch);
         append_runs(&mut buffer.runs, &runs);
+        match times {
+            Some(times) => buffer.times.push(times),
+            None => buffer.untimed = true,
+        }
         if actions.after.is_flush() {
             if let Some(frame) = take(&self.schema, &key, buffer) {
                 out.push(frame);
@@ -144,9 +154,21 @@ fn take(schema: &SchemaRef, key: &BranchKey, buffer: &mut Buffer) -> Option<Fram
         // Every part has the route's schema, so concatenation cannot fail.
         arrow_select::concat::concat_batches(schema, &parts).ok()?
     };
+    let times = std::mem::take(&mut buffer.times);
+    let untimed = std::mem::take(&mut buffer.untimed);
+    let times = match times.as_slice() {
+        _ if untimed => None,
+        [] => None,
+        [one] => Some(one.clone()),
+        many => {
+            let parts: Vec<&dyn arrow_array::Array> = many.iter().map(|t| t.as_ref()).collect();
+            arrow_select::concat::concat(&parts).ok()
+        }
+    };
     Some(Frame {
         batch,
         key: key.clone(),
         acks: std::mem::take(&mut buffer.runs),
+        times,
     })
 }

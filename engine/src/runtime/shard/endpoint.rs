@@ -839,10 +839,13 @@ mod tests {
     }
 
     /// Steps until the front body comes back unfolded (the worker runs on its own thread).
+    /// Time moves one retry interval per step: a worker that is not free yet makes the intake
+    /// retry later, and a clock that stood still would never reach that retry.
     fn unfolded(intake: &mut PayloadIntake, workers: &WorkerClass, now: u64) -> Retained {
         let waker = noop_waker();
-        for _ in 0..1_000 {
-            match intake.front_step(Some(workers), &waker, at(now)) {
+        for step in 0..1_000u64 {
+            let instant = at(now + step * RETAINED_WORKERS_RETRY_NS);
+            match intake.front_step(Some(workers), &waker, instant) {
                 FrontStep::Unfolded(retained, result) => {
                     assert!(result.is_ok(), "{:?}", result.err());
                     return retained;

@@ -1,5 +1,8 @@
-//! One started domain's graph on a shard: relay owner buffers, the nodes (client ingestors,
-//! junctions/reingestors, emitters), their route buffers, and the pump that moves frames.
+//! One started domain's graph on a shard: relay owner buffers, the nodes (ingestors,
+//! processors, emitters), their route buffers, and the pump that moves frames. The
+//! node-specific work of stateful processors lives in [`work`], their snapshots in
+//! [`snapshot`], generators in [`generator`], correlators' pending rows in [`correlate`], and a
+//! route's output in [`output`].
 //!
 //! Flow control is pull-based and lossless (DESIGN §5 items 3–4):
 //!
@@ -19,6 +22,8 @@
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
 mod correlate;
+mod generator;
+mod output;
 mod snapshot;
 mod work;
 
@@ -36,9 +41,10 @@ use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 use super::buffers::RouteBuffers;
 use super::collect::Collector;
 use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
+use crate::runtime::clock::DomainPace;
 use crate::runtime::envelope::{metadata_topic, Envelope};
 use crate::runtime::exec::error_record;
-use crate::runtime::exec::route::{node_filter, run_route, RouteOutput};
+use crate::runtime::exec::route::{node_filter, run_route};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
 use crate::runtime::plan::{
     DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
@@ -212,12 +218,35 @@ fn broadcast(columns: &[ArrayRef], rows: usize) -> Vec<ArrayRef> {
 /// The relay-buffer producer id of frames that arrived from other shards.
 const INBOUND_PRODUCER: ProducerId = ProducerId(u64::MAX);
 
-/// Where the caller gets time from for one step.
+/// Where the caller gets time from for one step: the graph's only time source.
+///
+/// The shard reads the node clocks once per step: `now.physical_ns` monotonic, and UTC in
+/// `now.logical_ns` and `snapshot_ns` (an unpaced domain's time). Every public entry point of
+/// a [`Graph`] maps that reading into its own domain's time ([`Instant::in_domain`]), so a
+/// paced domain's FLUSH EACH, COLLECT FOR, windows, generators and `now()` run on its clock
+/// whichever caller handed the instant over.
 #[derive(Debug, Clone, Copy)]
 pub struct Instant {
     pub now: Now,
     /// The execution snapshot (`now()`), domain-logical ns.
     pub snapshot_ns: i64,
+}
+
+impl Instant {
+    /// This reading in the time of a domain running at `pace`. Idempotent: a paced domain's
+    /// time depends only on the physical reading, and an unpaced one's is the UTC reading.
+    pub fn in_domain(self, pace: &DomainPace) -> Instant {
+        match pace {
+            DomainPace::Unpaced => self,
+            DomainPace::Paced(clock) => {
+                let logical_ns = clock.logical_at(self.now.physical_ns);
+                Instant {
+                    now: Now::new(logical_ns, self.now.physical_ns),
+                    snapshot_ns: logical_ns,
+                }
+            }
+        }
+    }
 }
 
 impl Graph {
@@ -366,6 +395,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         let plan = self.plan.clone();
         let emitter = &plan.emitters[index];
         let ErrorPlan::SendTo(error) = &emitter.route.on_error else {
@@ -396,7 +426,12 @@ impl Graph {
             self.publish(
                 NodeRef::Emitter(index),
                 error.relay,
-                Frame { batch, key, acks },
+                Frame {
+                    times: crate::runtime::frame::take_times(frame.times.as_ref(), &rows),
+                    batch,
+                    key,
+                    acks,
+                },
                 at,
                 cx,
             );
@@ -480,6 +515,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         debug_assert!(
             envelope
                 .as_ref()
@@ -494,12 +530,16 @@ impl Graph {
                 || acks.iter().map(|run| run.rows as usize).sum::<usize>() == batch.num_rows(),
             "ack runs must cover the batch's rows"
         );
+        let plan = self.plan.clone();
+        let times = plan.ingestors[index]
+            .event_time
+            .and_then(|column| event_times(batch.column(column)));
         let frame = Frame {
             batch: batch.clone(),
             key: BranchKey::Unbranched,
             acks,
+            times,
         };
-        let plan = self.plan.clone();
         let ingestor = &plan.ingestors[index];
         self.process(
             NodeRef::Ingestor(index),
@@ -592,6 +632,7 @@ impl Graph {
             rows,
             kept_rows,
             envelope,
+            times,
         } = kept;
         let mut out_frames: Vec<(RelayId, Frame)> = Vec::new();
         // Materialized state bound for this batch, as columns of the batch's length.
@@ -610,7 +651,7 @@ impl Graph {
                     &frame.key,
                     at.snapshot_ns,
                     &mut self.encoders,
-                    frame.acks.len() > 1,
+                    frame.acks.len() > 1 || times.is_some(),
                 );
                 self.route_output(
                     node,
@@ -619,7 +660,7 @@ impl Graph {
                     frame,
                     &columns,
                     view.as_ref(),
-                    kept_rows.as_ref(),
+                    (kept_rows.as_ref(), times.as_ref()),
                     output,
                     detached,
                     at,
@@ -650,135 +691,6 @@ impl Graph {
         self.log(node, logs);
         for (relay, frame) in out_frames {
             self.publish(node, relay, frame, at, cx);
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn route_output(
-        &mut self,
-        node: NodeRef,
-        route_index: usize,
-        route: &RoutePlan,
-        frame: &Frame,
-        columns: &[ArrayRef],
-        envelope: Option<&crate::vm::EnvelopeView>,
-        kept_rows: Option<&UInt32Array>,
-        output: RouteOutput,
-        detached: bool,
-        at: Instant,
-        per_run: &mut [u64],
-        nacked: &mut [bool],
-        logs: &mut Vec<String>,
-        out_frames: &mut Vec<(RelayId, Frame)>,
-    ) {
-        let to_frame_rows = |rows: &UInt32Array| -> UInt32Array {
-            match kept_rows {
-                Some(kept) => arrow_select::take::take(kept, rows, None)
-                    .ok()
-                    .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned())
-                    .unwrap_or_else(|| rows.clone()),
-                None => rows.clone(),
-            }
-        };
-        let mut flushed = Vec::new();
-        for group in output.groups {
-            let runs = match frame.acks.as_slice() {
-                _ if detached => Vec::new(),
-                // One payload: every derived row is its, no row indices needed.
-                [only] => {
-                    per_run[0] += group.batch.num_rows() as u64;
-                    vec![AckRun {
-                        root: only.root,
-                        rows: group.batch.num_rows() as u32,
-                    }]
-                }
-                _ => derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run),
-            };
-            self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
-            let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
-            if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
-                self.touch_branch(branch, bytes, at.now.physical_ns);
-            }
-            let deadline = self.node_mut(node).routes[route_index].append(
-                group.key,
-                group.batch,
-                runs,
-                at.now,
-                &mut flushed,
-            );
-            self.note_deadline(deadline, at);
-        }
-        match node {
-            // An emitter's one route feeds its sink queue, not a relay.
-            NodeRef::Emitter(index) => self.emitter_queues[index].ready.extend(flushed),
-            _ => out_frames.extend(flushed.into_iter().map(|f| (route.target, f))),
-        }
-        if output.failed.is_empty() {
-            return;
-        }
-        self.node_mut(node).counters.message_errors += output.failed.len() as u64;
-        let failed_frame_rows: Vec<u32> = output
-            .failed
-            .iter()
-            .map(|(row, _)| match kept_rows {
-                Some(kept) => kept.value(*row as usize),
-                None => *row,
-            })
-            .collect();
-        match &route.on_error {
-            ErrorPlan::Ignore => {}
-            ErrorPlan::Log => {
-                if let Some((row, message)) = output.failed.first() {
-                    logs.push(format!("{}: row {row}: {message}", route.label));
-                }
-                mark_nacked(&frame.acks, failed_frame_rows.into_iter(), nacked);
-            }
-            ErrorPlan::SendTo(error) => {
-                let records = error_record::build(
-                    &self.plan.clone(),
-                    route,
-                    error,
-                    &error_record::Failed {
-                        input: columns,
-                        partial: &output.partial,
-                        rows: &output.failed,
-                        incoming: &frame.key,
-                        state: &self.broadcast_state.clone(),
-                        envelope,
-                        now_ns: at.snapshot_ns,
-                    },
-                );
-                for (key, batch, rows) in records.groups {
-                    let runs = if detached {
-                        Vec::new()
-                    } else {
-                        derive_runs(&frame.acks, &to_frame_rows(&rows), per_run)
-                    };
-                    out_frames.push((
-                        error.relay,
-                        Frame {
-                            batch,
-                            key,
-                            acks: runs,
-                        },
-                    ));
-                }
-                if let Some((row, message)) = records.failed.first() {
-                    logs.push(format!(
-                        "{}: error record for row {row}: {message}",
-                        route.label
-                    ));
-                }
-                let bad: Vec<u32> = records
-                    .failed
-                    .iter()
-                    .map(|(row, _)| match kept_rows {
-                        Some(kept) => kept.value(*row as usize),
-                        None => *row,
-                    })
-                    .collect();
-                mark_nacked(&frame.acks, bad.into_iter(), nacked);
-            }
         }
     }
 
@@ -927,6 +839,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let at = at.in_domain(&self.plan.pace);
         match self.plan.relay_id(relay) {
             Some(id) => {
                 self.inbound.push_back((id, frame));
@@ -1013,12 +926,14 @@ impl Graph {
     /// Moves frames until nothing more can move: blocked publishes first (they hold reserved
     /// slots), then relay fronts to ready consumers. Returns whether anything moved.
     pub fn pump(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
+        let at = at.in_domain(&self.plan.pace);
         let mut moved_any = false;
         loop {
             let mut moved = false;
             moved |= self.retry_inbound(at, cx);
             moved |= self.retry_waiting(at, cx);
             moved |= self.retry_blocked(at, cx);
+            moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
                 while !self.relays[relay].buffer.is_empty() {
@@ -1182,10 +1097,9 @@ impl Graph {
     fn note_deadline(&mut self, deadline: Option<nervix_shards::flush::Deadline>, at: Instant) {
         let physical = match deadline {
             Some(nervix_shards::flush::Deadline::Physical(ns)) => ns,
-            Some(nervix_shards::flush::Deadline::Logical(ns)) => at
-                .now
-                .physical_ns
-                .saturating_add(u64::try_from(ns.saturating_sub(at.now.logical_ns)).unwrap_or(0)),
+            Some(nervix_shards::flush::Deadline::Logical(ns)) => {
+                self.plan.pace.physical_deadline_ns(ns, at.now)
+            }
             None => return,
         };
         self.armed_ns = Some(self.armed_ns.map_or(physical, |a| a.min(physical)));
@@ -1222,7 +1136,9 @@ impl Graph {
             .iter()
             .map(|c| c.slice(rows - 1, 1))
             .collect();
-        self.states[relay].insert(frame.key.clone(), last);
+        if self.states[relay].insert(frame.key.clone(), last).is_none() {
+            self.note_state_birth(relay, &frame.key);
+        }
         self.state_arrived = true;
     }
 
@@ -1268,6 +1184,7 @@ impl Graph {
 
     /// Flushes buffers whose deadline came, sweeps branch TTLs, updates rates; then pumps.
     pub fn tick(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        let at = at.in_domain(&self.plan.pace);
         for node in self
             .ingestors
             .iter_mut()
@@ -1313,6 +1230,7 @@ impl Graph {
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
     pub fn flush_all(&mut self, key: Option<&BranchKey>, at: Instant, cx: &mut Ctx<'_>) {
+        let at = at.in_domain(&self.plan.pace);
         self.release_collected(Some(key), at, cx);
         self.release_work(Some(key), at, cx);
         self.flush_routes(Some(key), at, cx);
@@ -1433,6 +1351,14 @@ impl Graph {
             })
             .collect()
     }
+}
+
+/// A DATETIME column as event times (I64 ns, the same buffer).
+fn event_times(column: &ArrayRef) -> Option<ArrayRef> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampNanosecondType};
+    let values = column.as_primitive_opt::<TimestampNanosecondType>()?;
+    Some(Arc::new(values.reinterpret_cast::<Int64Type>()))
 }
 
 fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {

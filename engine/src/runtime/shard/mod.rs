@@ -232,7 +232,8 @@ impl ShardState {
         id
     }
 
-    /// The instants of one step.
+    /// The node clocks' reading for one step (UTC as logical time; each graph maps it into
+    /// its domain's time, see [`Instant`]).
     pub fn instant(&self) -> Instant {
         let wall = clock::wall_ns();
         Instant {
@@ -516,8 +517,8 @@ impl ShardState {
                 wake = Some(wake.map_or(p, |w| w.min(p)));
             }
             if let Some(l) = logical {
-                let delta = u64::try_from(l.saturating_sub(at.now.logical_ns)).unwrap_or(0);
-                let p = at.now.physical_ns.saturating_add(delta);
+                let pace = &run.graph.plan.pace;
+                let p = pace.physical_deadline_ns(l, at.in_domain(pace).now);
                 wake = Some(wake.map_or(p, |w| w.min(p)));
             }
         }

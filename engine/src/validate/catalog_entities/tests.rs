@@ -57,6 +57,7 @@ fn run(catalog: &mut Catalog, src: &str) -> Result<(), String> {
         let context = StatementContext {
             domain: catalog.domains.contains_key("test").then_some("test"),
             span: spanned.span,
+            wall_ns: 0,
         };
         let planned = plan_statement(catalog, context, &statement).map_err(|e| e.message)?;
         for change in &planned.changes {
@@ -168,6 +169,7 @@ fn latest_binds_the_newest_version_when_applied() {
         let context = StatementContext {
             domain: Some("test"),
             span: Span::default(),
+            wall_ns: 0,
         };
         plan_statement(catalog, context, &statement).map_err(|e| e.message)
     };

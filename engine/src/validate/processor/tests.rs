@@ -39,6 +39,7 @@ fn catalog_after(script: &str) -> Catalog {
         let context = StatementContext {
             domain: (index > 0).then_some("test"),
             span: spanned.span,
+            wall_ns: 0,
         };
         let planned = plan_statement(&catalog, context, &spanned.statement)
             .unwrap_or_else(|e| panic!("setup statement {index} is refused: {}", e.message));

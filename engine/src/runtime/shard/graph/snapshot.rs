@@ -10,7 +10,9 @@
 //!
 //! Restore runs when a domain is deployed on a shard: each stored branch goes to the shard
 //! that owns its key now (shard counts may change between runs); a window stored under another
-//! model (WIDTH, STEP or aggregates changed) starts empty with a warning.
+//! model (WIDTH, STEP or aggregates changed) starts empty with a warning, and a keyspace stored
+//! under other DEDUPLICATE ON expressions is purged (spec). A model change (ALTER) swaps the
+//! graph through the same stop-then-deploy path, so processor state carries over it.
 
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey};
 
@@ -55,10 +57,10 @@ impl Graph {
         for (index, processor) in plan.processors.iter().enumerate() {
             let prefix = processor_key(&plan.name, &processor.name);
             match (&processor.work, &mut self.work[index]) {
-                (NodeWork::Dedup { .. }, WorkState::Dedup { spaces, .. }) => {
+                (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
                     for (key, space) in spaces.iter_mut() {
                         if all || space.is_dirty() {
-                            entries.push((entry_key(&prefix, key), space.snapshot()));
+                            entries.push((entry_key(&prefix, key), space.snapshot(*key_model)));
                         }
                     }
                 }
@@ -118,14 +120,14 @@ impl Graph {
                     continue;
                 }
                 match (&processor.work, &mut self.work[index]) {
-                    (NodeWork::Dedup { .. }, WorkState::Dedup { spaces, .. }) => {
-                        match Keyspace::from_snapshot(&bytes) {
+                    (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
+                        match Keyspace::from_snapshot(&bytes, *key_model) {
                             Some(space) => {
                                 spaces.insert(key, space);
                             }
-                            None => tracing::warn!(
+                            None => tracing::info!(
                                 processor = %processor.name,
-                                "a stored deduplication keyspace is unreadable; the branch starts empty"
+                                "a stored deduplication keyspace was taken under other keys (or is unreadable); the branch starts empty"
                             ),
                         }
                     }

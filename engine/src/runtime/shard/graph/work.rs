@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow_row::RowConverter;
 use arrow_select::filter::FilterBuilder;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
@@ -26,6 +26,10 @@ use crate::runtime::frame::{derive_runs, Frame};
 use crate::runtime::plan::NodeWork;
 use crate::runtime::shard::mesh::Ctx;
 
+/// Windows one branch may emit in one pass (a watermark far ahead steps through at most this
+/// many; the rest follow on the next tick).
+pub const MAX_RECORDS_PER_PASS: usize = 1_024;
+
 /// The rows of a frame still in play after the filters.
 pub(super) struct Kept {
     pub columns: Vec<ArrayRef>,
@@ -33,6 +37,8 @@ pub(super) struct Kept {
     /// Which frame row each kept row is, once a filter dropped some of a multi-payload frame.
     pub kept_rows: Option<UInt32Array>,
     pub envelope: Option<Envelope>,
+    /// The kept rows' event times (see `Frame::times`).
+    pub times: Option<ArrayRef>,
 }
 
 impl Kept {
@@ -42,6 +48,7 @@ impl Kept {
             rows: frame.num_rows(),
             kept_rows: None,
             envelope,
+            times: frame.times.clone(),
         }
     }
 
@@ -67,6 +74,10 @@ impl Kept {
             .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
             .collect();
         self.envelope = self.envelope.take().map(|e| e.filter(&predicate));
+        self.times = self
+            .times
+            .take()
+            .and_then(|t| predicate.filter(t.as_ref()).ok());
         if multi {
             let base = self
                 .kept_rows
@@ -107,6 +118,7 @@ pub(super) enum WorkState {
     Correlate {
         branches: super::correlate::Correlations,
     },
+    Generate(super::generator::GeneratorState),
 }
 
 impl WorkState {
@@ -127,6 +139,7 @@ impl WorkState {
             NodeWork::Correlate(_) => WorkState::Correlate {
                 branches: HashMap::new(),
             },
+            NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
     }
 }
@@ -149,9 +162,12 @@ impl Graph {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match (&processor.work, &mut self.work[index]) {
-            (NodeWork::Pass, _) => false,
+            // A generator has no input: its rows come from `generator`, never through here.
+            (NodeWork::Pass | NodeWork::Generate { .. }, _) => false,
             (
-                NodeWork::Dedup { keys, max_time_ns },
+                NodeWork::Dedup {
+                    keys, max_time_ns, ..
+                },
                 WorkState::Dedup {
                     spaces,
                     converter,
@@ -299,7 +315,7 @@ impl Graph {
                 };
                 let buffer = buffers.entry(frame.key.clone()).or_default();
                 buffer.hold(
-                    std::mem::take(&mut kept.columns),
+                    (std::mem::take(&mut kept.columns), kept.times.take()),
                     keys,
                     kept.rows,
                     at.snapshot_ns,
@@ -337,7 +353,6 @@ impl Graph {
         nacked: &mut [bool],
         logs: &mut Vec<String>,
     ) {
-        self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
         // Aggregate arguments, per call; a row whose argument fails is refused.
         let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(window.calls.len());
         let mut failed: Vec<u32> = Vec::new();
@@ -422,11 +437,22 @@ impl Graph {
             }
             runs
         };
-        state.admit(at.snapshot_ns, args, kept.rows, retained_acks);
+        // A row's time is its event time, or this execution's snapshot.
+        let times = kept
+            .times
+            .as_ref()
+            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
+            .filter(|t| t.null_count() == 0)
+            .unwrap_or_else(|| Int64Array::from_value(at.snapshot_ns, kept.rows));
+        if let Err(error) = state.admit(times, args, kept.rows, retained_acks) {
+            logs.push(format!("rows could not enter the window: {error}"));
+        }
         self.work_changed = true;
         if let Some(due) = state.due_ns(window) {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
         }
+        // The rows may have moved the watermark past the window's end.
+        self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
     }
 
     /// Emits processor `index`'s windows due at `now_ns` (all of them, or `only` one
@@ -454,10 +480,12 @@ impl Graph {
             if only.is_some_and(|only| only != key) {
                 continue;
             }
-            while let Some(due) = state.due_ns(window) {
-                if due > now_ns && !force {
+            let mut emitted = 0usize;
+            while state.due_ns(window).is_some() {
+                if !force && (!state.is_due(window, now_ns) || emitted >= MAX_RECORDS_PER_PASS) {
                     break;
                 }
+                emitted += 1;
                 let result = state.finish(window);
                 let leaving = if force {
                     state.drain()
@@ -496,6 +524,7 @@ impl Graph {
                         batch,
                         key,
                         acks: Vec::new(),
+                        times: None,
                     };
                     self.route_released(index, &frame, at, cx);
                     for run in &leaving {
@@ -600,6 +629,7 @@ impl Graph {
                     batch,
                     key,
                     acks: rows.acks,
+                    times: rows.times,
                 };
                 self.route_released(index, &frame, at, cx);
             }
@@ -668,20 +698,28 @@ impl Graph {
             .processors
             .iter()
             .zip(&self.work)
-            .filter_map(|(processor, state)| match (&processor.work, state) {
-                (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => buffers
-                    .values()
-                    .filter_map(|b| b.due_ns(*max_time_ns))
-                    .min(),
-                (NodeWork::Window(window), WorkState::Window { windows }) => {
-                    windows.values().filter_map(|w| w.due_ns(window)).min()
-                }
-                (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
-                    .values()
-                    .filter_map(|b| b.due_ns(plan.max_time_ns))
-                    .min(),
-                _ => None,
-            })
+            .enumerate()
+            .filter_map(
+                |(index, (processor, state))| match (&processor.work, state) {
+                    (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
+                        buffers
+                            .values()
+                            .filter_map(|b| b.due_ns(*max_time_ns))
+                            .min()
+                    }
+                    (NodeWork::Window(window), WorkState::Window { windows }) => {
+                        windows.values().filter_map(|w| w.due_ns(window)).min()
+                    }
+                    (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
+                        .values()
+                        .filter_map(|b| b.due_ns(plan.max_time_ns))
+                        .min(),
+                    (NodeWork::Generate { source, .. }, WorkState::Generate(_)) => {
+                        self.generator_deadline(index, *source)
+                    }
+                    _ => None,
+                },
+            )
             .min()
     }
 
@@ -699,7 +737,8 @@ impl Graph {
                     branches.remove(key);
                     false
                 }
-                WorkState::Pass => false,
+                // A generator skips branches whose state left when their turn comes.
+                WorkState::Pass | WorkState::Generate(_) => false,
             };
             if removed {
                 self.forgotten.push((index, key.clone()));

@@ -1,0 +1,131 @@
+//! The Nexmark ports against their references. Every file in `bench/nexmark/` is applied to an
+//! embedded node (parse, validation, commit — the console's path); q0, q1 and q2 then run end
+//! to end (in-process producer → graph → in-process consumer) over the first 20,000 events of
+//! the pinned generator, and their output must equal the reference's as a multiset of rows.
+//! q5, q7 and q8 are validated only: a domain start still refuses windows and correlators.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+
+use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix_bench::nexmark::gen::Events;
+use nervix_bench::nexmark::query::{Query, QUERIES};
+use nervix_bench::nexmark::reference::{rows_of, Row};
+use nervix_bench::nexmark::run::answer;
+
+/// Events the end-to-end tests submit (18,400 of them bids).
+const EVENTS: usize = 20_000;
+/// Rows per submitted batch: several batches, and a last one that is partial.
+const BATCH_ROWS: usize = 1_500;
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_port_is_accepted_by_a_node() {
+    let data_dir = std::env::temp_dir().join(format!(
+        "nervix-nexmark-validate-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    let mut node = EmbeddedNode::start(EmbeddedConfig {
+        data_dir: data_dir.clone(),
+        shards: NonZeroUsize::MIN,
+        pin: false,
+        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listeners: Default::default(),
+    })
+    .await
+    .expect("an embedded node starts");
+    let mut refused = Vec::new();
+    for query in QUERIES {
+        // Each port in a domain of its own, created but not started.
+        let script = query.script(&format!("nexmark_{}", query.name));
+        if let Err(refusal) = node.run(&script).await {
+            refused.push(format!("{}: {refusal}", query.name));
+        }
+    }
+    node.shutdown(1_000).await;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
+}
+
+/// Runs `name` end to end and compares its rows with the reference, as multisets.
+async fn matches_the_reference(name: &str) {
+    let query = Query::named(name).expect("a port");
+    let events = Events::generate(EVENTS);
+    let mut expected: Vec<Row> = query.reference(&events.persons, &events.auctions, &events.bids);
+    assert!(!expected.is_empty(), "{name}: the reference has no rows");
+    let batches = answer(&query, &events, BATCH_ROWS, expected.len() as u64)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    let mut got: Vec<Row> = Vec::with_capacity(expected.len());
+    for batch in &batches {
+        got.extend(rows_of(batch).unwrap_or_else(|e| panic!("{name}: {e:#}")));
+    }
+    got.sort();
+    expected.sort();
+    if got != expected {
+        let missing = expected.iter().find(|r| got.binary_search(r).is_err());
+        let extra = got.iter().find(|r| expected.binary_search(r).is_err());
+        panic!(
+            "{name}: {} rows out, {} expected; first expected row not received: {missing:?}; \
+             first received row not expected: {extra:?}",
+            got.len(),
+            expected.len()
+        );
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn q0_passes_every_bid_through() {
+    matches_the_reference("q0").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn q1_converts_every_price_to_euros() {
+    matches_the_reference("q1").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn q2_keeps_the_bids_on_every_123rd_auction() {
+    matches_the_reference("q2").await;
+}
+
+/// `nervix-bench nexmark-q<N>` in its small mode (what CI runs): a second of submitting 20,000
+/// pre-generated bids, and the output count equals the reference's for the completed batches.
+#[test]
+fn the_nexmark_bench_runs_for_a_second_and_matches_the_reference_count() {
+    for query in ["q0", "q1", "q2"] {
+        let scenario = format!("nexmark-{query}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+            .args([&scenario, "--seconds", "1", "--events", "20000", "--json"])
+            .output()
+            .expect("nervix-bench runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = stdout.lines().last().expect("some output");
+        let result: serde_json::Value = serde_json::from_str(last).expect("a JSON line");
+        assert_eq!(result["scenario"], scenario.as_str());
+        assert_eq!(result["query"], query);
+        let rows_in = result["rows_in"].as_u64().expect("rows_in");
+        let rows_out = result["rows_out"].as_u64().expect("rows_out");
+        assert!(rows_in > 0, "{result}");
+        assert_eq!(rows_out, result["matching"].as_u64().expect("matching"));
+        if query == "q2" {
+            // About one bid in 123 auctions' worth: far fewer rows out than in, but some.
+            assert!(rows_out > 0 && rows_out * 10 < rows_in, "{result}");
+        } else {
+            assert_eq!(rows_out, rows_in, "{result}");
+        }
+        assert!(result["events_per_sec_per_shard"].as_f64().unwrap_or(0.0) > 0.0);
+        assert!(
+            result["p99_us"].as_f64().unwrap_or(-1.0) >= result["p50_us"].as_f64().unwrap_or(0.0)
+        );
+    }
+}

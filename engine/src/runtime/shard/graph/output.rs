@@ -1,0 +1,146 @@
+//! A route's output on its way out of a node: each branch group into its route buffer (with
+//! the acknowledgement runs and event times of the rows it came from), and the rows that
+//! failed into their route's ON MESSAGE ERROR policy (IGNORE, LOG, or SEND TO error records).
+
+use arrow_array::{Array, ArrayRef, UInt32Array};
+use nervix_shards::branch_key::BranchKey;
+
+use super::{mark_nacked, Graph, Instant, NodeRef};
+use crate::runtime::exec::error_record;
+use crate::runtime::exec::route::RouteOutput;
+use crate::runtime::frame::{derive_runs, AckRun, Frame};
+use crate::runtime::plan::{ErrorPlan, RelayId, RoutePlan};
+
+impl Graph {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn route_output(
+        &mut self,
+        node: NodeRef,
+        route_index: usize,
+        route: &RoutePlan,
+        frame: &Frame,
+        columns: &[ArrayRef],
+        envelope: Option<&crate::vm::EnvelopeView>,
+        (kept_rows, times): (Option<&UInt32Array>, Option<&ArrayRef>),
+        output: RouteOutput,
+        detached: bool,
+        at: Instant,
+        per_run: &mut [u64],
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+        out_frames: &mut Vec<(RelayId, Frame)>,
+    ) {
+        let to_frame_rows = |rows: &UInt32Array| -> UInt32Array {
+            match kept_rows {
+                Some(kept) => arrow_select::take::take(kept, rows, None)
+                    .ok()
+                    .and_then(|a| a.as_any().downcast_ref::<UInt32Array>().cloned())
+                    .unwrap_or_else(|| rows.clone()),
+                None => rows.clone(),
+            }
+        };
+        let mut flushed = Vec::new();
+        for group in output.groups {
+            let runs = match frame.acks.as_slice() {
+                _ if detached => Vec::new(),
+                // One payload: every derived row is its, no row indices needed.
+                [only] => {
+                    per_run[0] += group.batch.num_rows() as u64;
+                    vec![AckRun {
+                        root: only.root,
+                        rows: group.batch.num_rows() as u32,
+                    }]
+                }
+                _ => derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run),
+            };
+            self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
+            let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
+            if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
+                self.touch_branch(branch, bytes, at.now.physical_ns);
+            }
+            let group_times = crate::runtime::frame::take_times(times, &group.input_rows);
+            let deadline = self.node_mut(node).routes[route_index].append(
+                group.key,
+                group.batch,
+                runs,
+                group_times,
+                at.now,
+                &mut flushed,
+            );
+            self.note_deadline(deadline, at);
+        }
+        match node {
+            // An emitter's one route feeds its sink queue, not a relay.
+            NodeRef::Emitter(index) => self.emitter_queues[index].ready.extend(flushed),
+            _ => out_frames.extend(flushed.into_iter().map(|f| (route.target, f))),
+        }
+        if output.failed.is_empty() {
+            return;
+        }
+        self.node_mut(node).counters.message_errors += output.failed.len() as u64;
+        let failed_frame_rows: Vec<u32> = output
+            .failed
+            .iter()
+            .map(|(row, _)| match kept_rows {
+                Some(kept) => kept.value(*row as usize),
+                None => *row,
+            })
+            .collect();
+        match &route.on_error {
+            ErrorPlan::Ignore => {}
+            ErrorPlan::Log => {
+                if let Some((row, message)) = output.failed.first() {
+                    logs.push(format!("{}: row {row}: {message}", route.label));
+                }
+                mark_nacked(&frame.acks, failed_frame_rows.into_iter(), nacked);
+            }
+            ErrorPlan::SendTo(error) => {
+                let records = error_record::build(
+                    &self.plan.clone(),
+                    route,
+                    error,
+                    &error_record::Failed {
+                        input: columns,
+                        partial: &output.partial,
+                        rows: &output.failed,
+                        incoming: &frame.key,
+                        state: &self.broadcast_state.clone(),
+                        envelope,
+                        now_ns: at.snapshot_ns,
+                    },
+                );
+                for (key, batch, rows) in records.groups {
+                    let runs = if detached {
+                        Vec::new()
+                    } else {
+                        derive_runs(&frame.acks, &to_frame_rows(&rows), per_run)
+                    };
+                    out_frames.push((
+                        error.relay,
+                        Frame {
+                            times: crate::runtime::frame::take_times(times, &rows),
+                            batch,
+                            key,
+                            acks: runs,
+                        },
+                    ));
+                }
+                if let Some((row, message)) = records.failed.first() {
+                    logs.push(format!(
+                        "{}: error record for row {row}: {message}",
+                        route.label
+                    ));
+                }
+                let bad: Vec<u32> = records
+                    .failed
+                    .iter()
+                    .map(|(row, _)| match kept_rows {
+                        Some(kept) => kept.value(*row as usize),
+                        None => *row,
+                    })
+                    .collect();
+                mark_nacked(&frame.acks, bad.into_iter(), nacked);
+            }
+        }
+    }
+}
