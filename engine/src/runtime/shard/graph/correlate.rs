@@ -227,10 +227,13 @@ impl Graph {
         if !correlation.pair_rows.is_empty() {
             match RecordBatch::try_new(plan.pair_schema.clone(), correlation.pairs) {
                 Ok(batch) => {
+                    // MAX TIME runs on arrival (domain clock), so pairs carry no event time:
+                    // nodes after the correlator use their execution snapshot.
                     let pairs = Frame {
                         batch,
                         key: frame.key.clone(),
                         acks: pair_acks,
+                        times: None,
                     };
                     self.route_released(index, &pairs, at, cx);
                 }
