@@ -1,13 +1,19 @@
 //! Processor runtime cases through the real interfaces: each `tests/data/processors/*.case`
-//! defines a graph in NSPL, then sends rows through a CLIENT PRODUCER ingestor and checks the
+//! defines a graph in NSPL, then sends rows through CLIENT PRODUCER ingestors and checks the
 //! rows a CLIENT CONSUMER emitter receives, step by step.
 //!
 //! A case file is a list of sections, each opened by a `== ` line:
 //!
 //! - `== nspl` — statements run through the console (domain `cases`, producer ingestor
-//!   `rows_in`, consumer emitter `rows_out`).
-//! - `== fields` — the producer's fields, one `name TYPE` per line.
-//! - `== send` — one batch: a JSON object per line.
+//!   `rows_in` unless named otherwise, consumer emitter `rows_out`).
+//! - `== fields [<ingestor>]` — a producer's fields, one `name TYPE` per line; one producer
+//!   is opened per `fields` section (the ingestor defaults to `rows_in`).
+//! - `== send [<ingestor>]` — one batch to that producer: a JSON object per line.
+//! - `== outcomes [<ingestor>]` — waits for the terminal outcomes of that producer's batches,
+//!   one `<n> <outcome>` per line: the `n`th batch sent to it (from 1) and `completed`,
+//!   `rejected` or `failed`.
+//! - `== console` — statements run through the console now (domain `cases` is selected first),
+//!   e.g. an ALTER while rows are held.
 //! - `== sleep <n>ms` — wait.
 //! - `== expect` — the next rows received, in this order (JSON objects, one per line);
 //!   `== expect unordered` compares them as a multiset; `… within <n>ms` requires them to
@@ -31,8 +37,19 @@ use serde_json::Value;
 use support::dataplane::{consumer, define, fields, producer, quiet_for, runtime};
 use support::Node;
 
+/// The producer ingestor a section names when it names none.
+const DEFAULT_INGESTOR: &str = "rows_in";
+
 enum Step {
-    Send(Vec<String>),
+    Send {
+        ingestor: String,
+        lines: Vec<String>,
+    },
+    Outcomes {
+        ingestor: String,
+        want: Vec<(usize, String)>,
+    },
+    Console(String),
     Sleep(u64),
     Expect {
         rows: Vec<Value>,
@@ -42,9 +59,13 @@ enum Step {
     Quiet(u64),
 }
 
+/// One producer's fields: `(name, NSPL type)`.
+type Fields = Vec<(String, String)>;
+
 struct Case {
     nspl: String,
-    fields: Vec<(String, String)>,
+    /// Per producer ingestor, in the order the case declares them.
+    fields: Vec<(String, Fields)>,
     steps: Vec<Step>,
 }
 
@@ -61,6 +82,7 @@ fn parse(path: &Path) -> Case {
             return;
         };
         let words: Vec<&str> = head.split_whitespace().collect();
+        let ingestor = || words.get(1).unwrap_or(&DEFAULT_INGESTOR).to_string();
         let millis = || {
             words[1]
                 .trim_end_matches("ms")
@@ -75,16 +97,31 @@ fn parse(path: &Path) -> Case {
         };
         match words[0] {
             "nspl" => case.nspl = lines.join("\n"),
-            "fields" => {
-                case.fields = lines
+            "fields" => case.fields.push((
+                ingestor(),
+                lines
                     .iter()
                     .map(|l| {
                         let (name, ty) = l.split_once(' ').expect("`name TYPE`");
                         (name.to_string(), ty.trim().to_string())
                     })
-                    .collect()
-            }
-            "send" => case.steps.push(Step::Send(lines)),
+                    .collect(),
+            )),
+            "send" => case.steps.push(Step::Send {
+                ingestor: ingestor(),
+                lines,
+            }),
+            "outcomes" => case.steps.push(Step::Outcomes {
+                ingestor: ingestor(),
+                want: lines
+                    .iter()
+                    .map(|l| {
+                        let (n, outcome) = l.split_once(' ').expect("`<n> <outcome>`");
+                        (n.parse().expect("batch number"), outcome.trim().to_string())
+                    })
+                    .collect(),
+            }),
+            "console" => case.steps.push(Step::Console(lines.join("\n"))),
             "sleep" => case.steps.push(Step::Sleep(millis())),
             "quiet" => case.steps.push(Step::Quiet(millis())),
             "expect" => case.steps.push(Step::Expect {
@@ -173,6 +210,25 @@ fn batch(fields: &[(String, String)], lines: &[String]) -> RecordBatch {
     RecordBatch::try_new(schema, columns).expect("batch")
 }
 
+/// An outcome as case files name it.
+fn outcome_name(outcome: &nervix_net::session::frame::Outcome) -> String {
+    use nervix_net::session::frame::Outcome;
+    match outcome {
+        Outcome::Completed => "completed".to_string(),
+        Outcome::Rejected => "rejected".to_string(),
+        Outcome::Failed(_) => "failed".to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// One open producer: its fields, the sequence number of each batch sent, outcomes read.
+struct Open {
+    producer: nervix_net::client::Producer,
+    fields: Fields,
+    sent: Vec<u64>,
+    outcomes: std::collections::HashMap<u64, String>,
+}
+
 fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
     rows.sort_by_key(|row| row.to_string());
     rows
@@ -184,33 +240,71 @@ fn run(path: &Path) {
     let dir = support::scratch_dir(&format!("processor-{name}"));
     let node = Node::start(&dir);
     define(&mut node.admin(), &case.nspl);
-    let field_spec: Vec<(&str, &str)> = case
-        .fields
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
     runtime().block_on(async {
         let session = nervix_net::client::Session::connect(node.session)
             .await
             .expect("session");
         let mut rows_out = consumer(&session, "cases", "rows_out", 64).await;
-        let mut rows_in = producer(
-            &session,
-            "cases",
-            "rows_in",
-            fields(&field_spec),
-            64,
-            1 << 24,
-        )
-        .await;
+        let mut producers: std::collections::HashMap<String, Open> =
+            std::collections::HashMap::new();
+        for (ingestor, spec) in &case.fields {
+            let field_spec: Vec<(&str, &str)> =
+                spec.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+            let opened = producer(
+                &session,
+                "cases",
+                ingestor,
+                fields(&field_spec),
+                64,
+                1 << 24,
+            )
+            .await;
+            producers.insert(
+                ingestor.clone(),
+                Open {
+                    producer: opened,
+                    fields: spec.clone(),
+                    sent: Vec::new(),
+                    outcomes: std::collections::HashMap::new(),
+                },
+            );
+        }
         for (index, step) in case.steps.iter().enumerate() {
             let at = format!("{name} step {}", index + 1);
             match step {
-                Step::Send(lines) => {
-                    rows_in
-                        .submit(&batch(&case.fields, lines))
+                Step::Send { ingestor, lines } => {
+                    let open = producers
+                        .get_mut(ingestor)
+                        .unwrap_or_else(|| panic!("{at}: no `== fields {ingestor}` section"));
+                    let seq = open
+                        .producer
+                        .submit(&batch(&open.fields, lines))
                         .await
                         .unwrap_or_else(|e| panic!("{at}: submit: {e}"));
+                    open.sent.push(seq);
+                }
+                Step::Outcomes { ingestor, want } => {
+                    let open = producers
+                        .get_mut(ingestor)
+                        .unwrap_or_else(|| panic!("{at}: no `== fields {ingestor}` section"));
+                    for (n, expected) in want {
+                        let seq = open.sent[n - 1];
+                        while !open.outcomes.contains_key(&seq) {
+                            let (got_seq, outcome) = tokio::time::timeout(
+                                Duration::from_secs(10),
+                                open.producer.next_outcome(),
+                            )
+                            .await
+                            .unwrap_or_else(|_| panic!("{at}: no outcome for batch {n}"))
+                            .expect("producer healthy")
+                            .unwrap_or_else(|| panic!("{at}: batch {n} has no outcome"));
+                            open.outcomes.insert(got_seq, outcome_name(&outcome));
+                        }
+                        assert_eq!(&open.outcomes[&seq], expected, "{at}: batch {n}");
+                    }
+                }
+                Step::Console(statements) => {
+                    define(&mut node.admin(), &format!("USE cases;\n{statements}"))
                 }
                 Step::Sleep(millis) => tokio::time::sleep(Duration::from_millis(*millis)).await,
                 Step::Quiet(millis) => {

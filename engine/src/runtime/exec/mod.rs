@@ -1,8 +1,10 @@
 //! Node work on whole batches: the working-message model of a route ([`route`]), the error
 //! records of `ON MESSAGE ERROR SEND TO` ([`error_record`]), and the branch-local state of the
 //! stateful processors: a deduplicator's keyspace ([`dedup`]), a reorderer's ordering buffer
-//! ([`reorder`]) and a window's retained rows ([`window`]).
+//! ([`reorder`]), a window's retained rows ([`window`]) and a correlator's pending rows
+//! ([`correlate`]).
 
+pub mod correlate;
 pub mod dedup;
 pub mod error_record;
 pub mod reorder;

@@ -12,6 +12,7 @@
 //! span it has in the entity's canonical text, and the definition's AST carries the same spans.
 
 mod connection;
+mod correlate;
 mod endpoint;
 mod generator;
 mod http;
@@ -46,6 +47,7 @@ use crate::vm::{arrow_type, Program};
 use nervix_shards::flush::FlushPolicy;
 
 pub use connection::ConnectionPlan;
+pub use correlate::{CorrelatePlan, Side};
 pub use endpoint::{EndpointPlan, IntakeQuiesce};
 pub use http::{HttpSinkPlan, PollPlan};
 pub use intake_codec::{IntakeCodec, IntakeDecoder};
@@ -762,12 +764,29 @@ impl<'d> Builder<'d> {
             return self.generator(entity, create, source, each);
         }
         let owner = entity.key.to_string();
+        let mut typed = TypedIndex::new(entity);
+        let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let feed = match &create.def {
             ProcessorDef::Junction { feed }
             | ProcessorDef::Reingestor { feed }
             | ProcessorDef::Deduplicator { feed, .. }
             | ProcessorDef::Reorderer { feed, .. }
             | ProcessorDef::Window { feed, .. } => feed,
+            def @ ProcessorDef::Correlator { .. } => {
+                let planned = self.correlator(&typed, def, &owner)?;
+                let work = NodeWork::Correlate(Box::new(planned.plan));
+                // Per-side collection lives in the correlator's plan (`CorrelatePlan::collect`).
+                let collect = None;
+                let (inputs, fields) = (planned.inputs, planned.route_fields);
+                return self.push_processor(
+                    create,
+                    &typed,
+                    (inputs, collect, None),
+                    work,
+                    &fields,
+                    (state, &layout),
+                );
+            }
             other => {
                 return Err(PlanError::Unsupported {
                     entity: owner,
@@ -775,8 +794,6 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        let mut typed = TypedIndex::new(entity);
-        let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
         let (inputs, fields) = self.inputs(&typed, &feed.inputs, &owner)?;
         let filter = match &feed.filter {
             Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
@@ -804,23 +821,44 @@ impl<'d> Builder<'d> {
             }
             def => (self.node_work(&typed, def, &fields, &owner)?, fields),
         };
+        let collect = feed.collect.as_ref().map(collect_policy);
+        self.push_processor(
+            create,
+            &typed,
+            (inputs, collect, filter),
+            work,
+            &route_fields,
+            (state, &layout),
+        )
+    }
+
+    /// Compiles `create`'s routes over `route_fields` and adds the processor to the plan.
+    fn push_processor(
+        &mut self,
+        create: &CreateProcessor,
+        typed: &TypedIndex<'_>,
+        (inputs, collect, filter): (Vec<InputPlan>, Option<FlushPolicy>, Option<Program>),
+        work: NodeWork,
+        route_fields: &[Field],
+        (state, layout): (Vec<StatePlan>, &StateLayout),
+    ) -> Result<(), PlanError> {
         let incoming = create.branching.as_ref();
         let mut routes = Vec::with_capacity(create.routes.len());
         for written in &create.routes {
             routes.push(route::compile(
                 self,
-                &typed,
-                &route_fields,
+                typed,
+                route_fields,
                 written,
                 incoming,
-                &layout,
+                layout,
             )?);
         }
         self.plan.processors.push(ProcessorPlan {
             name: create.name.name.clone(),
             kind: create.def.kind(),
             inputs,
-            collect: feed.collect.as_ref().map(collect_policy),
+            collect,
             state,
             filter,
             routes,

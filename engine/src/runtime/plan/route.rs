@@ -143,10 +143,30 @@ fn position(fields: &[Field], name: &str) -> Option<usize> {
     fields.iter().position(|f| f.name == name)
 }
 
+/// The input column name a correlator's `left.<field>` / `right.<field>` is read through: a
+/// correlator's input is the matched pair, its left columns then its right columns under these
+/// names (`plan::correlate`). NSPL identifiers hold no dot, so no other input has such a name.
+pub(crate) fn pair_field_name(side: &str, field: &str) -> String {
+    format!("{side}.{field}")
+}
+
+/// `left.x` / `right.x`: the pair column it names, when the input is a correlator's pair.
+fn side_slot(input: &[Field], path: &[String]) -> Option<ColumnSlot> {
+    match path {
+        [side, name] if side == "left" || side == "right" => {
+            position(input, &pair_field_name(side, name)).map(|column| ColumnSlot {
+                source: SOURCE_INPUT,
+                column,
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Node filters: every scope reads the input row.
 pub(crate) fn input_resolver(fields: &[Field]) -> impl Fn(&[String]) -> Option<ColumnSlot> + '_ {
     move |path: &[String]| {
-        if let Some(slot) = metadata_slot(path) {
+        if let Some(slot) = metadata_slot(path).or_else(|| side_slot(fields, path)) {
             return Some(slot);
         }
         let name = match path {
@@ -176,7 +196,7 @@ fn construction_resolver<'a>(
                 return state.slot(relay, field);
             }
         }
-        if let Some(slot) = metadata_slot(path) {
+        if let Some(slot) = metadata_slot(path).or_else(|| side_slot(input, path)) {
             return Some(slot);
         }
         let from_output = |name: &str| {
@@ -217,6 +237,7 @@ fn error_resolver<'a>(
     move |path: &[String]| match path {
         [scope, relay, field] if scope == "relay_state" => state.slot(relay, field),
         [scope, _] if scope == "metadata" => metadata_slot(path),
+        [scope, _] if scope == "left" || scope == "right" => side_slot(input, path),
         [scope, name] if scope == "input" => position(input, name).map(|column| ColumnSlot {
             source: SOURCE_INPUT,
             column,

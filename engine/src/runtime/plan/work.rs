@@ -1,7 +1,8 @@
 //! The node-specific work of a processor (spec "Processing order", step 3): what runs between
 //! the filters and the routes. Junctions and reingestors do none; a deduplicator drops rows
 //! whose key it saw within MAX TIME; a reorderer holds rows and releases them in BY order; a
-//! generator has no input and runs its routes on a cadence instead.
+//! generator has no input and runs its routes on a cadence instead; windows and correlators
+//! plan in their own modules (`window`, `correlate`).
 //!
 //! Key and ordering expressions read the input row (`input.x`, bare names) like a node filter,
 //! compiled here once for every branch and shard.
@@ -32,6 +33,9 @@ pub enum NodeWork {
     /// WINDOW PROCESSOR: rows are retained per branch and aggregated when a window is due
     /// (see `shard::graph::window`).
     Window(Box<super::WindowPlan>),
+    /// CORRELATOR: rows wait per branch and side for a partner on the other side, for at
+    /// most MAX TIME (see `exec::correlate`).
+    Correlate(Box<super::CorrelatePlan>),
     /// GENERATOR: no input; every `each_ns` of domain time (and at once for a branch whose
     /// state is new) the routes run once per branch over `source`'s materialized row (see
     /// `shard::graph::generator`).

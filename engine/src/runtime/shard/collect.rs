@@ -2,6 +2,10 @@
 //! input frames are gathered per concrete branch and handed to the node together when the
 //! domain-logical interval ends (or the byte bound is reached), in arrival order.
 //!
+//! A correlator declares COLLECT FOR per side, so its collector is built from groups
+//! ([`Collector::grouped`]): each group names its relays and policy and collects on its own per
+//! branch; a frame from a relay no group names is handed over at once.
+//!
 //! The decision of when is the route flusher's ([`RouteFlusher`], `FLUSH EACH` rules), so a
 //! collection and a route buffer release on exactly the same terms. For the stateless nodes
 //! this data plane runs (junctions, reingestors, emitters), handing over the gathered frames
@@ -17,16 +21,26 @@ use super::buffers::logical_bytes;
 use crate::runtime::frame::Frame;
 use crate::runtime::plan::RelayId;
 
-/// The frames one node is collecting, per branch.
+/// One group's collection in one branch: its flush decisions and the frames gathered.
+type Gathering = (RouteFlusher, Vec<(RelayId, Frame)>);
+
+/// The frames one node is collecting, per input group and branch.
 pub struct Collector {
-    policy: FlushPolicy,
-    branches: HashMap<BranchKey, (RouteFlusher, Vec<(RelayId, Frame)>)>,
+    /// Per group: the relays it collects (empty: every relay) and its policy.
+    groups: Vec<(Vec<RelayId>, FlushPolicy)>,
+    branches: HashMap<(usize, BranchKey), Gathering>,
 }
 
 impl Collector {
+    /// One collection over every input relay.
     pub fn new(policy: FlushPolicy) -> Collector {
+        Collector::grouped(vec![(Vec::new(), policy)])
+    }
+
+    /// Independent collections, one per group of relays.
+    pub fn grouped(groups: Vec<(Vec<RelayId>, FlushPolicy)>) -> Collector {
         Collector {
-            policy,
+            groups,
             branches: HashMap::new(),
         }
     }
@@ -40,9 +54,17 @@ impl Collector {
         now: Now,
         out: &mut Vec<(RelayId, Frame)>,
     ) -> Option<Deadline> {
+        let Some(group) = self
+            .groups
+            .iter()
+            .position(|(relays, _)| relays.is_empty() || relays.contains(&relay))
+        else {
+            out.push((relay, frame));
+            return None;
+        };
         let chunk = Chunk::new(logical_bytes(&frame.batch), frame.num_rows() as u64);
-        let key = frame.key.clone();
-        let policy = self.policy;
+        let key = (group, frame.key.clone());
+        let policy = self.groups[group].1;
         let (flusher, frames) = self
             .branches
             .entry(key.clone())
@@ -74,7 +96,7 @@ impl Collector {
 
     /// Hands over everything (or one branch's), as stop, shutdown and eviction need.
     pub fn force(&mut self, only: Option<&BranchKey>, out: &mut Vec<(RelayId, Frame)>) {
-        self.branches.retain(|key, (flusher, frames)| {
+        self.branches.retain(|(_, key), (flusher, frames)| {
             if only.is_some_and(|k| k != key) {
                 return true;
             }

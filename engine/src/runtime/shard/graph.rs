@@ -1,7 +1,8 @@
 //! One started domain's graph on a shard: relay owner buffers, the nodes (ingestors,
 //! processors, emitters), their route buffers, and the pump that moves frames. The
 //! node-specific work of stateful processors lives in [`work`], their snapshots in
-//! [`snapshot`], generators in [`generator`], and a route's output in [`output`].
+//! [`snapshot`], generators in [`generator`], correlators' pending rows in [`correlate`], and a
+//! route's output in [`output`].
 //!
 //! Flow control is pull-based and lossless (DESIGN §5 items 3–4):
 //!
@@ -20,6 +21,7 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod correlate;
 mod generator;
 mod output;
 mod snapshot;
@@ -44,7 +46,9 @@ use crate::runtime::envelope::{metadata_topic, Envelope};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::{node_filter, run_route};
 use crate::runtime::frame::{derive_runs, AckRun, Frame};
-use crate::runtime::plan::{DomainPlan, ErrorPlan, RelayId, RoutePlan, StatePlan, StatePolicyPlan};
+use crate::runtime::plan::{
+    DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
+};
 use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.
@@ -183,6 +187,8 @@ pub struct Graph {
     work: Vec<WorkState>,
     /// Set while held rows run through their routes (their node work already ran).
     releasing: bool,
+    /// The relay whose frame the processor at work is processing (a correlator's side).
+    input_relay: Option<RelayId>,
     /// Branch states that left (emptied or evicted) since the last snapshot: (processor,
     /// branch), so the snapshot deletes their stored entries.
     forgotten: Vec<(usize, BranchKey)>,
@@ -287,7 +293,15 @@ impl Graph {
             processors: plan
                 .processors
                 .iter()
-                .map(|p| Node::new(&p.routes, p.collect))
+                .map(|p| {
+                    let mut node = Node::new(&p.routes, p.collect);
+                    if let NodeWork::Correlate(correlate) = &p.work {
+                        if !correlate.collect.is_empty() {
+                            node.collect = Some(Collector::grouped(correlate.collect.clone()));
+                        }
+                    }
+                    node
+                })
                 .collect(),
             emitters: plan
                 .emitters
@@ -321,6 +335,7 @@ impl Graph {
                 .map(|p| WorkState::new(&p.work))
                 .collect(),
             releasing: false,
+            input_relay: None,
             forgotten: Vec::new(),
             work_changed: false,
             evicting: false,
@@ -659,6 +674,13 @@ impl Graph {
                 );
             }
         }
+        // Nacks first: a transfer that leaves a root nothing resolves it acked, and a later
+        // nack would then be ignored.
+        for (run, failed) in frame.acks.iter().zip(&nacked) {
+            if *failed {
+                cx.nack(run.root);
+            }
+        }
         // Hand each run's units on to what was derived from it.
         if !detached {
             for (run, derived) in frame.acks.iter().zip(&per_run) {
@@ -667,11 +689,6 @@ impl Graph {
         } else {
             for run in &frame.acks {
                 cx.ack(run.root, run.rows as u64);
-            }
-        }
-        for (run, failed) in frame.acks.iter().zip(&nacked) {
-            if *failed {
-                cx.nack(run.root);
             }
         }
         self.log(node, logs);
@@ -1050,6 +1067,7 @@ impl Graph {
             NodeRef::Processor(index) => {
                 let processor = &plan.processors[index];
                 let input = processor.inputs.iter().find(|i| i.relay == relay);
+                self.input_relay = Some(relay);
                 self.process(
                     consumer,
                     frame,
@@ -1061,6 +1079,7 @@ impl Graph {
                     at,
                     cx,
                 );
+                self.input_relay = None;
             }
             NodeRef::Emitter(index) => {
                 let emitter = &plan.emitters[index];

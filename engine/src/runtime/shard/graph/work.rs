@@ -93,7 +93,7 @@ impl Kept {
     }
 
     /// The frame rows still kept, ascending.
-    fn frame_rows(&self) -> UInt32Array {
+    pub fn frame_rows(&self) -> UInt32Array {
         self.kept_rows
             .clone()
             .unwrap_or_else(|| UInt32Array::from_iter_values(0..self.rows as u32))
@@ -115,6 +115,9 @@ pub(super) enum WorkState {
     Window {
         windows: HashMap<BranchKey, WindowState>,
     },
+    Correlate {
+        branches: super::correlate::Correlations,
+    },
     Generate(super::generator::GeneratorState),
 }
 
@@ -132,6 +135,9 @@ impl WorkState {
             },
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
+            },
+            NodeWork::Correlate(_) => WorkState::Correlate {
+                branches: HashMap::new(),
             },
             NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
@@ -322,6 +328,10 @@ impl Graph {
             }
             (NodeWork::Window(window), WorkState::Window { .. }) => {
                 self.admit_window(index, window, frame, kept, detached, at, cx, nacked, logs);
+                true
+            }
+            (NodeWork::Correlate(plan), WorkState::Correlate { .. }) => {
+                self.correlate(index, plan, frame, kept, detached, at, cx, nacked, logs);
                 true
             }
             _ => unreachable!("a processor's work state is built from its plan"),
@@ -594,6 +604,10 @@ impl Graph {
                     }
                     continue;
                 }
+                (NodeWork::Correlate(_), WorkState::Correlate { .. }) => {
+                    self.release_correlations(index, force, at, cx);
+                    continue;
+                }
                 _ => {}
             }
             let Some(input) = processor.inputs.first() else {
@@ -623,7 +637,13 @@ impl Graph {
     }
 
     /// Runs processor `index`'s routes on rows its node work released.
-    fn route_released(&mut self, index: usize, frame: &Frame, at: Instant, cx: &mut Ctx<'_>) {
+    pub(super) fn route_released(
+        &mut self,
+        index: usize,
+        frame: &Frame,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
         let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match self.resolve_state(&processor.state, &frame.key) {
@@ -690,6 +710,10 @@ impl Graph {
                     (NodeWork::Window(window), WorkState::Window { windows }) => {
                         windows.values().filter_map(|w| w.due_ns(window)).min()
                     }
+                    (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
+                        .values()
+                        .filter_map(|b| b.due_ns(plan.max_time_ns))
+                        .min(),
                     (NodeWork::Generate { source, .. }, WorkState::Generate(_)) => {
                         self.generator_deadline(index, *source)
                     }
@@ -709,6 +733,10 @@ impl Graph {
                     false
                 }
                 WorkState::Window { windows } => windows.remove(key).is_some(),
+                WorkState::Correlate { branches } => {
+                    branches.remove(key);
+                    false
+                }
                 // A generator skips branches whose state left when their turn comes.
                 WorkState::Pass | WorkState::Generate(_) => false,
             };
@@ -725,6 +753,9 @@ impl Graph {
             .map(|state| match state {
                 WorkState::Reorder { buffers } => buffers.values().map(|b| b.held_rows()).sum(),
                 WorkState::Window { windows } => windows.values().map(|w| w.retained_rows()).sum(),
+                WorkState::Correlate { branches } => {
+                    branches.values().map(|b| b.pending_rows()).sum()
+                }
                 _ => 0,
             })
             .sum()
