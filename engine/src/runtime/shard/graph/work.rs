@@ -100,6 +100,15 @@ impl Kept {
     }
 }
 
+/// Negatively acknowledges the payloads of `runs` marked failed.
+fn nack_failed(runs: &[crate::runtime::frame::AckRun], nacked: &[bool], cx: &mut Ctx<'_>) {
+    for (run, failed) in runs.iter().zip(nacked) {
+        if *failed {
+            cx.nack(run.root);
+        }
+    }
+}
+
 /// One processor's branch-local state on this shard.
 pub(super) enum WorkState {
     Pass,
@@ -300,6 +309,9 @@ impl Graph {
                     kept.keep(&mask, frame.acks.len() > 1);
                 }
                 // Held rows keep their units; what the filters dropped gives its units up.
+                // A failed payload is negatively acknowledged first: giving up its last units
+                // would otherwise resolve it as acknowledged.
+                nack_failed(&frame.acks, nacked, cx);
                 let mut per_run = vec![0u64; frame.acks.len()];
                 let held_acks = if detached {
                     for run in &frame.acks {
@@ -423,7 +435,9 @@ impl Graph {
             }
             return;
         }
-        // Retained rows keep their units; what the filters dropped gives its units up.
+        // Retained rows keep their units; what the filters dropped gives its units up
+        // (a failed payload is negatively acknowledged first, as for the reorderer).
+        nack_failed(&frame.acks, nacked, cx);
         let mut per_run = vec![0u64; frame.acks.len()];
         let retained_acks = if detached {
             for run in &frame.acks {
