@@ -44,7 +44,7 @@ use crate::vm::{eval_predicate, EvalContext, Program};
 /// The most (new row, pending row) pairs one CORRELATE WHERE evaluation builds.
 pub const MAX_PAIR_CANDIDATES: usize = 65_536;
 /// The most unmatched rows one side of one branch holds.
-pub const MAX_PENDING_ROWS_PER_SIDE: usize = 16_384;
+pub const MAX_PENDING_ROWS_PER_SIDE: usize = 65_536;
 
 // Every pair of one new row must fit one evaluation (module doc).
 const _: () = assert!(MAX_PENDING_ROWS_PER_SIDE <= MAX_PAIR_CANDIDATES);
