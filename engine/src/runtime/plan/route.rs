@@ -429,8 +429,11 @@ pub(crate) fn compile(
                     set.iter()
                         .find(|a| a.target.name == *key.name())
                         .map(|a| {
+                            // The working message after construction: fields the route set
+                            // read the output, the others the input row (as validation types
+                            // them).
                             let resolve =
-                                construction_resolver(input, &output, &initialized, true, state);
+                                construction_resolver(input, &output, &initialized, false, state);
                             typed.compile(&a.value, &resolve)
                         })
                         .transpose()
