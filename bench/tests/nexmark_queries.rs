@@ -130,6 +130,40 @@ fn the_nexmark_bench_runs_for_a_second_and_matches_the_reference_count() {
     }
 }
 
+/// `nervix-bench nexmark-q5|q7|q8` in its small mode: 20,000 generated events submitted once in
+/// event-time order; every batch completes and the output count equals the reference's.
+#[test]
+fn the_ordered_nexmark_bench_submits_once_and_matches_the_reference_count() {
+    for query in ["q5", "q7", "q8"] {
+        let scenario = format!("nexmark-{query}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+            .args([&scenario, "--events", "20000", "--json"])
+            .output()
+            .expect("nervix-bench runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = stdout.lines().last().expect("some output");
+        let result: serde_json::Value = serde_json::from_str(last).expect("a JSON line");
+        assert_eq!(result["scenario"], scenario.as_str());
+        assert_eq!(result["query"], query);
+        assert_eq!(result["events_generated"], 20_000);
+        // Of 20,000 events, 18,400 are bids and 1,600 persons and auctions (1 : 3 : 46).
+        let submitted = if query == "q8" { 1_600 } else { 18_400 };
+        assert_eq!(result["rows_in"], submitted, "{result}");
+        assert_eq!(result["batches_not_completed"], 0, "{result}");
+        let rows_out = result["rows_out"].as_u64().expect("rows_out");
+        assert!(rows_out > 0, "{result}");
+        assert_eq!(rows_out, result["matching"].as_u64().expect("matching"));
+        assert_eq!(result["reference_rows"], result["matching"]);
+        assert!(result["events_per_sec_per_shard"].as_f64().unwrap_or(0.0) > 0.0);
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn q7_finds_the_highest_bids_of_each_tumbling_window() {
     matches_the_reference("q7").await;

@@ -6,8 +6,10 @@
 //!   compare them with the reference).
 //! - [`bench`] (`nervix-bench nexmark-q<N>`) submits pre-generated bid batches for a number
 //!   of seconds, cycling through them, and measures events/s on one shard. Only the stateless
-//!   ports (q0–q2) are benched, so a replayed batch has the same answer every time and the
-//!   expected output count is the sum of each completed batch's reference count.
+//!   ports (q0–q2) are benched this way, so a replayed batch has the same answer every time and
+//!   the expected output count is the sum of each completed batch's reference count. The
+//!   stateful ports (q5, q7, q8) are benched by [`super::ordered`], which submits once, in
+//!   event-time order, with the same [`submit_all`] as [`answer`].
 //!
 //! Latency without a timestamp column: on one shard with one path from the ingestor to the
 //! emitter, the output rows leave in the order of their input batches, so output row `k`
@@ -56,7 +58,7 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 /// The domain every port is deployed into (a fresh node each run).
 const DOMAIN: &str = "nexmark";
 /// How much faster than real time the Nexmark domains' clocks run (`START AT … TIME RATE`).
-const TIME_RATE: u32 = 10;
+pub(super) const TIME_RATE: u32 = 10;
 /// Rows per client batch at most (DESIGN §9).
 pub const MAX_BATCH_ROWS: usize = 65_536;
 /// Consumer credit, in deliveries.
@@ -64,7 +66,7 @@ const CONSUMER_CREDIT: u32 = 64;
 /// Producer credit in batches when [`answer`] submits.
 const ANSWER_WINDOW: u32 = 16;
 /// How long the consumer may take to receive the last rows after the last outcome.
-const TAIL_WAIT: Duration = Duration::from_secs(30);
+pub(super) const TAIL_WAIT: Duration = Duration::from_secs(30);
 /// After the expected rows arrived, how long to wait for rows that should not come.
 const EXTRA_WAIT: Duration = Duration::from_millis(200);
 /// How long the consumer waits for one delivery before it looks at the stop condition again.
@@ -80,13 +82,13 @@ const MIN_CREDIT_BYTES: u64 = 1 << 20;
 const MAX_CREDIT_BYTES: u64 = 256 << 20;
 
 /// A node running one port, in a data directory of its own.
-struct Deployed {
+pub(super) struct Deployed {
     node: EmbeddedNode,
     data_dir: PathBuf,
 }
 
 impl Deployed {
-    async fn start(query: &Query, pin: bool) -> anyhow::Result<Deployed> {
+    pub(super) async fn start(query: &Query, pin: bool) -> anyhow::Result<Deployed> {
         let data_dir = std::env::temp_dir().join(format!(
             "nervix-nexmark-{}-{}-{}",
             query.name,
@@ -123,17 +125,34 @@ impl Deployed {
         Ok(Deployed { node, data_dir })
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         self.node.shutdown(DRAIN_MS).await;
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 
-    async fn consumer(&self, query: &Query) -> anyhow::Result<InProcessConsumer> {
+    pub(super) async fn consumer(&self, query: &Query) -> anyhow::Result<InProcessConsumer> {
         let data_plane = self.node.data_plane.clone();
         retry_open("in-process consumer", || {
             InProcessConsumer::open(data_plane.clone(), DOMAIN, query.emitter, CONSUMER_CREDIT)
         })
         .await
+    }
+
+    /// One producer per stream, each with `window` batches of credit.
+    pub(super) async fn producers(
+        &self,
+        streams: &[Stream],
+        window: u32,
+    ) -> anyhow::Result<Vec<InProcessProducer>> {
+        let mut producers = Vec::with_capacity(streams.len());
+        for stream in streams {
+            let credit = credit_bytes(&stream.batches, window);
+            producers.push(
+                self.producer(stream.ingestor, &stream.schema, window, credit)
+                    .await?,
+            );
+        }
+        Ok(producers)
     }
 
     async fn producer(
@@ -170,7 +189,7 @@ fn credit_bytes(batches: &[RecordBatch], window: u32) -> u64 {
 
 /// Set by a producer when it is done, read by the consumer: the rows to wait for and until
 /// when (`None` while the producer runs).
-type Target = Cell<Option<(u64, Instant)>>;
+pub(super) type Target = Cell<Option<(u64, Instant)>>;
 
 /// Submits `events` to the port once and returns every batch its emitter delivered, waiting
 /// for `expected_rows` rows (and briefly for more, which would be wrong answers).
@@ -193,92 +212,125 @@ async fn answer_on(
     batch_rows: usize,
     expected_rows: u64,
 ) -> anyhow::Result<Vec<RecordBatch>> {
-    // (ingestor, schema, batches) per stream the port reads.
-    let streams: Vec<(&str, SchemaRef, Vec<RecordBatch>)> = match query.inputs {
-        Inputs::Bids => vec![(
-            BID_INGESTOR,
-            gen::bid_schema(),
-            gen::bid_batches(&events.bids, batch_rows),
-        )],
-        Inputs::PersonsAndAuctions => vec![
-            (
-                PERSON_INGESTOR,
-                gen::person_schema(),
-                gen::person_batches(&events.persons, batch_rows),
-            ),
-            (
-                AUCTION_INGESTOR,
-                gen::auction_schema(),
-                gen::auction_batches(&events.auctions, batch_rows),
-            ),
-        ],
-    };
+    let streams = streams(query, events, batch_rows);
     let mut consumer = deployed.consumer(query).await?;
-    let mut producers = Vec::with_capacity(streams.len());
-    for (ingestor, schema, batches) in &streams {
-        let credit = credit_bytes(batches, ANSWER_WINDOW);
-        producers.push(
-            deployed
-                .producer(ingestor, schema, ANSWER_WINDOW, credit)
-                .await?,
-        );
-    }
+    let mut producers = deployed.producers(&streams, ANSWER_WINDOW).await?;
     let target: Target = Cell::new(None);
     let submit = async {
-        let outcome = submit_all(&mut producers, &streams).await;
+        let outcome = submit_all(&mut producers, &streams, ANSWER_WINDOW).await;
         target.set(Some(match &outcome {
-            Ok(()) => (expected_rows, Instant::now() + TAIL_WAIT),
-            Err(_) => (0, Instant::now()),
+            Ok(submitted) if submitted.not_completed == 0 => {
+                (expected_rows, Instant::now() + TAIL_WAIT)
+            }
+            _ => (0, Instant::now()),
         }));
         outcome
     };
-    let (submitted, received) = tokio::join!(submit, collect(&mut consumer, &target));
+    let mut batches = Vec::new();
+    let collected = collect(&mut consumer, &target, |batch| batches.push(batch));
+    let (submitted, received) = tokio::join!(submit, collected);
     for producer in producers {
         producer.close().await;
     }
     consumer.close().await;
-    submitted?;
-    received
+    if let Some(failure) = submitted?.first_failure {
+        bail!("{failure}");
+    }
+    received?;
+    Ok(batches)
 }
 
-/// Submits every stream's batches in event-time order across the streams (a batch goes when
-/// its first event is the earliest not yet submitted), each through its stream's producer,
-/// and requires every batch to complete.
-async fn submit_all(
+/// One input stream of a port: its ingestor, schema and the batches to submit to it.
+pub(super) struct Stream {
+    pub ingestor: &'static str,
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Stream {
+    /// Events (rows) in the stream's batches.
+    pub fn rows(&self) -> u64 {
+        self.batches.iter().map(|b| b.num_rows() as u64).sum()
+    }
+}
+
+/// The streams `query` reads, holding `events` in batches of at most `batch_rows` rows.
+pub(super) fn streams(query: &Query, events: &Events, batch_rows: usize) -> Vec<Stream> {
+    match query.inputs {
+        Inputs::Bids => vec![Stream {
+            ingestor: BID_INGESTOR,
+            schema: gen::bid_schema(),
+            batches: gen::bid_batches(&events.bids, batch_rows),
+        }],
+        Inputs::PersonsAndAuctions => vec![
+            Stream {
+                ingestor: PERSON_INGESTOR,
+                schema: gen::person_schema(),
+                batches: gen::person_batches(&events.persons, batch_rows),
+            },
+            Stream {
+                ingestor: AUCTION_INGESTOR,
+                schema: gen::auction_schema(),
+                batches: gen::auction_batches(&events.auctions, batch_rows),
+            },
+        ],
+    }
+}
+
+/// How the batches [`submit_all`] sent ended.
+#[derive(Debug, Default)]
+pub(super) struct Submitted {
+    pub completed: u64,
+    pub not_completed: u64,
+    /// The first batch that ended other than `Completed`, described.
+    pub first_failure: Option<String>,
+}
+
+impl Submitted {
+    fn account(&mut self, (seq, outcome): (u64, Outcome), stream: &str) {
+        if outcome == Outcome::Completed {
+            self.completed += 1;
+        } else {
+            self.not_completed += 1;
+            if self.first_failure.is_none() {
+                self.first_failure = Some(format!("{stream} batch {seq} ended {outcome:?}"));
+            }
+        }
+    }
+}
+
+/// Submits every stream's batches once, in event-time order across the streams (a batch goes
+/// when its first event is the earliest not yet submitted), each through its stream's producer
+/// with at most `window` batches outstanding, and waits for every outcome.
+pub(super) async fn submit_all(
     producers: &mut [InProcessProducer],
-    streams: &[(&str, SchemaRef, Vec<RecordBatch>)],
-) -> anyhow::Result<()> {
+    streams: &[Stream],
+    window: u32,
+) -> anyhow::Result<Submitted> {
     let mut order: Vec<(i64, usize, usize)> = Vec::new();
-    for (stream, (_, _, batches)) in streams.iter().enumerate() {
+    for (stream, Stream { batches, .. }) in streams.iter().enumerate() {
         for (index, batch) in batches.iter().enumerate() {
             order.push((first_time_ns(batch)?, stream, index));
         }
     }
     order.sort_unstable();
+    let mut submitted = Submitted::default();
     for (_, stream, index) in order {
         let producer = &mut producers[stream];
-        while producer.outstanding() >= ANSWER_WINDOW {
-            expect_completed(producer.next_outcome().await?)?;
+        while producer.outstanding() >= window {
+            submitted.account(producer.next_outcome().await?, streams[stream].ingestor);
         }
         producer
-            .submit(streams[stream].2[index].clone())
+            .submit(streams[stream].batches[index].clone())
             .await
             .context("in-process producer submit")?;
     }
-    for producer in producers.iter_mut() {
+    for (stream, producer) in producers.iter_mut().enumerate() {
         while producer.outstanding() > 0 {
-            expect_completed(producer.next_outcome().await?)?;
+            submitted.account(producer.next_outcome().await?, streams[stream].ingestor);
         }
     }
-    Ok(())
-}
-
-fn expect_completed((seq, outcome): (u64, Outcome)) -> anyhow::Result<()> {
-    if outcome == Outcome::Completed {
-        Ok(())
-    } else {
-        Err(anyhow!("batch {seq} ended {outcome:?}"))
-    }
+    Ok(submitted)
 }
 
 /// The first row's `date_time` (every stream has one, as DATETIME).
@@ -294,27 +346,27 @@ fn first_time_ns(batch: &RecordBatch) -> anyhow::Result<i64> {
         .unwrap_or(i64::MAX))
 }
 
-/// Reads and acknowledges deliveries until the target is reached (then [`EXTRA_WAIT`] more) or
-/// its deadline passes.
-async fn collect(
+/// Reads and acknowledges deliveries, handing each batch to `received`, until the target is
+/// reached (then [`EXTRA_WAIT`] more) or its deadline passes.
+pub(super) async fn collect(
     consumer: &mut InProcessConsumer,
     target: &Target,
-) -> anyhow::Result<Vec<RecordBatch>> {
-    let mut batches = Vec::new();
+    mut received: impl FnMut(RecordBatch),
+) -> anyhow::Result<()> {
     let mut rows: u64 = 0;
     let mut reached_at: Option<Instant> = None;
     loop {
         if stop_now(target, rows, &mut reached_at) {
-            return Ok(batches);
+            return Ok(());
         }
         let Ok(delivery) = tokio::time::timeout(POLL_WAIT, consumer.next()).await else {
             continue;
         };
         let Some((seq, batch)) = delivery else {
-            return Ok(batches);
+            return Ok(());
         };
         rows += batch.num_rows() as u64;
-        batches.push(batch);
+        received(batch);
         consumer.ack(seq).await.context("in-process consumer ack")?;
     }
 }
@@ -384,7 +436,7 @@ pub async fn bench(settings: &BenchSettings) -> anyhow::Result<(RunResult, Map<S
     let query = &settings.query;
     if !query.runs || query.inputs != Inputs::Bids || query.stateless_rows(&[]).is_none() {
         bail!(
-            "Nexmark {} cannot be benched yet: only q0, q1 and q2 run end to end",
+            "Nexmark {} is not stateless: it is benched by submitting once in event-time order",
             query.name
         );
     }

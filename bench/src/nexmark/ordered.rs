@@ -1,0 +1,244 @@
+//! `nervix-bench nexmark-q5|q7|q8`: the stateful ports, benched by submitting `N` generated
+//! events once, in event-time order, and waiting for the whole answer.
+//!
+//! Why once and in order: q5, q7 and q8 keep windows and correlator state keyed by event time,
+//! so replaying a batch (as [`super::run::bench`] does for q0–q2) would move event time
+//! backwards and change the answer. Here the events are generated, batched and answered by the
+//! reference before timing; the batches then go through [`submit_all`], the submission the
+//! tests' [`super::run::answer`] uses (event-time order across streams, as fast as the
+//! producers' credit allows), and the consumer counts rows until it has the reference's count
+//! or the bounded tail wait ([`TAIL_WAIT`] after the last outcome) passes.
+//!
+//! What is measured: events submitted (the rows of the streams the port reads) divided by the
+//! time from the first submit to the last output row. The last windows close only when the
+//! paced domain clock passes them (no later event moves their watermark), which is no sooner
+//! than the generated event-time span over [`TIME_RATE`] after the domain start; the result
+//! reports that floor (`domain_clock_floor_s`). The run passes when rows out equal the reference's
+//! row count. Latency is not measured: output rows of a window or a correlation have no single
+//! input batch to measure from.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::{json, Map, Value};
+
+use super::gen::Events;
+use super::query::Query;
+use super::run::{
+    collect, streams, submit_all, Deployed, Stream, Submitted, Target, MAX_BATCH_ROWS, TAIL_WAIT,
+    TIME_RATE,
+};
+use crate::report::{peak_rss_bytes, RunResult};
+
+/// The stateful Nexmark scenarios, as `nervix-bench list` prints them.
+pub const SCENARIOS: [(&str, &str); 3] = [
+    (
+        "nexmark-q5",
+        "Nexmark q5 hot items: N generated events submitted once in event-time order (in-process)",
+    ),
+    (
+        "nexmark-q7",
+        "Nexmark q7 highest bid: N generated events submitted once in event-time order (in-process)",
+    ),
+    (
+        "nexmark-q8",
+        "Nexmark q8 new sellers: N generated events submitted once in event-time order (in-process)",
+    ),
+];
+
+/// Nanoseconds per second, for event-time spans.
+const NS_PER_S: f64 = 1e9;
+
+/// A once-through run's settings.
+#[derive(Debug, Clone)]
+pub struct OrderedSettings {
+    pub query: Query,
+    /// Events generated (persons, auctions and bids, in the generator's mix); the port is sent
+    /// the ones of the streams it reads.
+    pub events: usize,
+    pub batch_rows: usize,
+    /// Batches without an outcome at most, per stream (each producer's credit).
+    pub window: u32,
+    pub pin: bool,
+}
+
+/// What one timed run saw.
+struct Measured {
+    submitted: Submitted,
+    rows_out: u64,
+    deliveries: u64,
+    /// First submit → last outcome.
+    submit: Duration,
+    /// First submit → last output row (or → last outcome when no row came).
+    elapsed: Duration,
+}
+
+/// Runs `nervix-bench nexmark-q5|q7|q8`; returns the result and the extra JSON fields.
+pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map<String, Value>)> {
+    let query = &settings.query;
+    if query.stateless_rows(&[]).is_some() {
+        bail!(
+            "Nexmark {} is stateless: `nervix-bench nexmark-{}` benches it by replay",
+            query.name,
+            query.name
+        );
+    }
+    if settings.batch_rows == 0 || settings.batch_rows > MAX_BATCH_ROWS {
+        bail!("--batch-rows must be 1 to {MAX_BATCH_ROWS} (rows per client batch, DESIGN §9)");
+    }
+    if settings.events == 0 {
+        bail!("--events must be at least 1");
+    }
+    if settings.window == 0 {
+        bail!("--window must be at least 1");
+    }
+    let prepared_at = Instant::now();
+    let events = Events::generate(settings.events);
+    let expected_rows = query
+        .reference(&events.persons, &events.auctions, &events.bids)
+        .len() as u64;
+    let streams = streams(query, &events, settings.batch_rows);
+    drop(events);
+    let span_s = event_span_s(&streams);
+    let prepare_s = prepared_at.elapsed().as_secs_f64();
+    let events_in: u64 = streams.iter().map(Stream::rows).sum();
+
+    let deployed = Deployed::start(query, settings.pin).await?;
+    let measured = measure(&deployed, settings, &streams, expected_rows).await;
+    deployed.stop().await;
+    let measured = measured?;
+    if let Some(failure) = &measured.submitted.first_failure {
+        eprintln!(
+            "{} batches ended other than Completed; first: {failure}",
+            measured.submitted.not_completed
+        );
+    }
+
+    let elapsed_s = measured.elapsed.as_secs_f64();
+    let per_s = |count: u64| {
+        if elapsed_s > 0.0 {
+            count as f64 / elapsed_s
+        } else {
+            0.0
+        }
+    };
+    let result = RunResult {
+        scenario: format!("nexmark-{}", query.name),
+        shards: 1,
+        seconds: elapsed_s,
+        elapsed_s,
+        batch_rows: settings.batch_rows,
+        rate: None,
+        window: settings.window,
+        client_threads: 1,
+        rows_in: events_in,
+        rows_out: measured.rows_out,
+        matching: expected_rows,
+        batches_completed: measured.submitted.completed,
+        batches_not_completed: measured.submitted.not_completed,
+        deliveries: measured.deliveries,
+        rows_per_sec: per_s(events_in),
+        p50_us: 0.0,
+        p99_us: 0.0,
+        max_us: 0.0,
+        latency_method: "not measured (a window's or correlation's output row has no single input batch to time from)",
+        rss_bytes: peak_rss_bytes(),
+    };
+    let floor3 = |x: f64| (x * 1000.0).floor() / 1000.0;
+    let mut extra = Map::new();
+    extra.insert("query".into(), json!(query.name));
+    extra.insert("events_generated".into(), json!(settings.events));
+    extra.insert("events_submitted".into(), json!(events_in));
+    extra.insert("reference_rows".into(), json!(expected_rows));
+    extra.insert("prepare_s".into(), json!(floor3(prepare_s)));
+    extra.insert(
+        "submit_s".into(),
+        json!(floor3(measured.submit.as_secs_f64())),
+    );
+    extra.insert("event_span_s".into(), json!(floor3(span_s)));
+    extra.insert(
+        "domain_clock_floor_s".into(),
+        json!(floor3(span_s / f64::from(TIME_RATE))),
+    );
+    extra.insert(
+        "events_per_sec_per_shard".into(),
+        json!(result.rows_per_sec.floor()),
+    );
+    extra.insert(
+        "generated_events_per_sec".into(),
+        json!(per_s(settings.events as u64).floor()),
+    );
+    if let Some(failure) = &measured.submitted.first_failure {
+        extra.insert("first_failure".into(), json!(failure));
+    }
+    extra.insert(
+        "events".into(),
+        json!("the first N events of the nexmark crate's generator (base time pinned), generated, batched and answered by the reference before timing; the streams the port reads submitted once in event-time order; events/s = events submitted / (first submit → last output row)"),
+    );
+    Ok((result, extra))
+}
+
+/// Event time from the earliest to the latest event in the streams, in seconds.
+fn event_span_s(streams: &[Stream]) -> f64 {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    let mut earliest = i64::MAX;
+    let mut latest = i64::MIN;
+    for batch in streams.iter().flat_map(|s| &s.batches) {
+        let times = batch
+            .column_by_name("date_time")
+            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>());
+        for t in times.iter().flat_map(|t| t.values().iter()) {
+            earliest = earliest.min(*t);
+            latest = latest.max(*t);
+        }
+    }
+    if latest >= earliest {
+        (latest - earliest) as f64 / NS_PER_S
+    } else {
+        0.0
+    }
+}
+
+async fn measure(
+    deployed: &Deployed,
+    settings: &OrderedSettings,
+    streams: &[Stream],
+    expected_rows: u64,
+) -> anyhow::Result<Measured> {
+    let mut consumer = deployed.consumer(&settings.query).await?;
+    let mut producers = deployed.producers(streams, settings.window).await?;
+    let target: Target = Cell::new(None);
+    let start = Instant::now();
+    let submit = async {
+        let outcome = submit_all(&mut producers, streams, settings.window).await;
+        target.set(Some(match &outcome {
+            Ok(_) => (expected_rows, Instant::now() + TAIL_WAIT),
+            Err(_) => (0, Instant::now()),
+        }));
+        (outcome, start.elapsed())
+    };
+    let mut rows_out: u64 = 0;
+    let mut deliveries: u64 = 0;
+    let mut last_row: Option<Duration> = None;
+    let collected = collect(&mut consumer, &target, |batch| {
+        rows_out += batch.num_rows() as u64;
+        deliveries += 1;
+        last_row = Some(start.elapsed());
+    });
+    let ((submitted, submit), received) = tokio::join!(submit, collected);
+    for producer in producers {
+        producer.close().await;
+    }
+    consumer.close().await;
+    let submitted = submitted?;
+    received?;
+    Ok(Measured {
+        submitted,
+        rows_out,
+        deliveries,
+        submit,
+        elapsed: last_row.unwrap_or(submit),
+    })
+}
