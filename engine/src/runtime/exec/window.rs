@@ -103,7 +103,13 @@ impl WindowState {
             .map(|start| start.saturating_add(plan.width_ns.min(i64::MAX as u64) as i64))
     }
 
-    /// Whether the open window is due when the domain clock reads `clock_ns`.
+    /// The latest row time this branch admitted.
+    pub fn watermark_ns(&self) -> Option<i64> {
+        self.watermark_ns
+    }
+
+    /// Whether the open window is due when the domain clock (or the processor's input
+    /// watermark, whichever is later) reads `clock_ns`.
     pub fn is_due(&self, plan: &WindowPlan, clock_ns: i64) -> bool {
         let reached = self.watermark_ns.map_or(clock_ns, |w| w.max(clock_ns));
         self.due_ns(plan).is_some_and(|due| due <= reached)

@@ -64,7 +64,7 @@ impl Graph {
                         }
                     }
                 }
-                (NodeWork::Window(window), WorkState::Window { windows }) => {
+                (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
                     for (key, state) in windows.iter_mut() {
                         if !(all || state.is_dirty()) {
                             continue;
@@ -131,18 +131,26 @@ impl Graph {
                             ),
                         }
                     }
-                    (NodeWork::Window(window), WorkState::Window { windows }) => {
-                        match WindowState::restore(window, &bytes) {
-                            Ok(state) => {
-                                windows.insert(key, state);
+                    (
+                        NodeWork::Window(window),
+                        WorkState::Window {
+                            windows,
+                            watermark_ns,
+                        },
+                    ) => match WindowState::restore(window, &bytes) {
+                        Ok(state) => {
+                            if let Some(restored) = state.watermark_ns() {
+                                *watermark_ns =
+                                    Some(watermark_ns.map_or(restored, |w| w.max(restored)));
                             }
-                            Err(error) => tracing::warn!(
-                                processor = %processor.name,
-                                %error,
-                                "a stored window is not restored; the branch starts empty"
-                            ),
+                            windows.insert(key, state);
                         }
-                    }
+                        Err(error) => tracing::warn!(
+                            processor = %processor.name,
+                            %error,
+                            "a stored window is not restored; the branch starts empty"
+                        ),
+                    },
                     _ => {}
                 }
             }

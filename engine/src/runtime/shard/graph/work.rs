@@ -123,6 +123,11 @@ pub(super) enum WorkState {
     },
     Window {
         windows: HashMap<BranchKey, WindowState>,
+        /// The processor's input watermark on this shard: the latest row time admitted into
+        /// any of its branches. Every branch's window is due once it passes the window's end
+        /// (spec: "when an input watermark … reaches that logical target"), so a branch that
+        /// receives no more rows still closes as event time moves on.
+        watermark_ns: Option<i64>,
     },
     Correlate {
         branches: super::correlate::Correlations,
@@ -144,6 +149,7 @@ impl WorkState {
             },
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
+                watermark_ns: None,
             },
             NodeWork::Correlate(_) => WorkState::Correlate {
                 branches: HashMap::new(),
@@ -409,9 +415,14 @@ impl Graph {
             }
             kept.keep(&mask, frame.acks.len() > 1);
         }
-        let WorkState::Window { windows } = &mut self.work[index] else {
+        let WorkState::Window {
+            windows,
+            watermark_ns,
+        } = &mut self.work[index]
+        else {
             return;
         };
+        let node_watermark = watermark_ns;
         let state = windows.entry(frame.key.clone()).or_default();
         let bytes = crate::runtime::exec::window::args_bytes(&args);
         if kept.rows > 0 && state.would_exceed(window, bytes) {
@@ -461,12 +472,20 @@ impl Graph {
         if let Err(error) = state.admit(times, args, kept.rows, retained_acks) {
             logs.push(format!("rows could not enter the window: {error}"));
         }
+        let before = *node_watermark;
+        *node_watermark = match (before, state.watermark_ns()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let advanced = *node_watermark > before;
         self.work_changed = true;
         if let Some(due) = state.due_ns(window) {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
         }
-        // The rows may have moved the watermark past the window's end.
-        self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
+        // The rows may have moved the watermark past a window's end: this branch's, or, when
+        // the input watermark advanced, any branch's.
+        let only = (!advanced).then_some(&frame.key);
+        self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
     }
 
     /// Emits processor `index`'s windows due at `now_ns` (all of them, or `only` one
@@ -485,9 +504,14 @@ impl Graph {
         let NodeWork::Window(window) = &processor.work else {
             return;
         };
-        let WorkState::Window { windows } = &mut self.work[index] else {
+        let WorkState::Window {
+            windows,
+            watermark_ns,
+        } = &mut self.work[index]
+        else {
             return;
         };
+        let reached_ns = watermark_ns.map_or(now_ns, |w| w.max(now_ns));
         // Each record: its branch, its result columns (or what failed), the rows leaving.
         let mut records = Vec::new();
         for (key, state) in windows.iter_mut() {
@@ -496,7 +520,8 @@ impl Graph {
             }
             let mut emitted = 0usize;
             while state.due_ns(window).is_some() {
-                if !force && (!state.is_due(window, now_ns) || emitted >= MAX_RECORDS_PER_PASS) {
+                if !force && (!state.is_due(window, reached_ns) || emitted >= MAX_RECORDS_PER_PASS)
+                {
                     break;
                 }
                 emitted += 1;
@@ -721,7 +746,7 @@ impl Graph {
                             .filter_map(|b| b.due_ns(*max_time_ns))
                             .min()
                     }
-                    (NodeWork::Window(window), WorkState::Window { windows }) => {
+                    (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
                         windows.values().filter_map(|w| w.due_ns(window)).min()
                     }
                     (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
@@ -746,7 +771,7 @@ impl Graph {
                     buffers.remove(key);
                     false
                 }
-                WorkState::Window { windows } => windows.remove(key).is_some(),
+                WorkState::Window { windows, .. } => windows.remove(key).is_some(),
                 WorkState::Correlate { branches } => {
                     branches.remove(key);
                     false
@@ -766,7 +791,9 @@ impl Graph {
             .iter()
             .map(|state| match state {
                 WorkState::Reorder { buffers } => buffers.values().map(|b| b.held_rows()).sum(),
-                WorkState::Window { windows } => windows.values().map(|w| w.retained_rows()).sum(),
+                WorkState::Window { windows, .. } => {
+                    windows.values().map(|w| w.retained_rows()).sum()
+                }
                 WorkState::Correlate { branches } => {
                     branches.values().map(|b| b.pending_rows()).sum()
                 }
