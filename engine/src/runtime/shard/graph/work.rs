@@ -92,12 +92,81 @@ impl Kept {
         dropped
     }
 
+    /// Evaluates `programs` (each reading the input row) over the kept rows. Returns their
+    /// values and the rows any of them failed on, ascending; the first failure is logged as
+    /// `what`.
+    fn evaluate<'p>(
+        &self,
+        programs: impl Iterator<Item = &'p crate::vm::Program>,
+        now_ns: i64,
+        what: &str,
+        logs: &mut Vec<String>,
+    ) -> (Vec<ArrayRef>, Vec<u32>) {
+        let mut values = Vec::new();
+        let mut failed: Vec<u32> = Vec::new();
+        for program in programs {
+            let evaluated = input_values(program, &self.columns, self.rows, now_ns);
+            for (row, message) in evaluated.errors.iter() {
+                if failed.is_empty() {
+                    logs.push(format!(
+                        "{what} failed on row {}: {message}",
+                        self.frame_row(row)
+                    ));
+                }
+                failed.push(row);
+            }
+            values.push(evaluated.values);
+        }
+        failed.sort_unstable();
+        failed.dedup();
+        (values, failed)
+    }
+
+    /// Drops the kept rows `failed` (ascending) from the kept rows and from `values`.
+    fn drop_rows(&mut self, failed: &[u32], values: &mut [ArrayRef], multi: bool) {
+        if failed.is_empty() {
+            return;
+        }
+        let mut mask = vec![true; self.rows];
+        for row in failed {
+            mask[*row as usize] = false;
+        }
+        let mask = BooleanArray::from(mask);
+        let predicate = FilterBuilder::new(&mask).optimize().build();
+        for array in values.iter_mut() {
+            *array = predicate
+                .filter(array.as_ref())
+                .unwrap_or_else(|_| array.clone());
+        }
+        self.keep(&mask, multi);
+    }
+
     /// The frame rows still kept, ascending.
     pub fn frame_rows(&self) -> UInt32Array {
         self.kept_rows
             .clone()
             .unwrap_or_else(|| UInt32Array::from_iter_values(0..self.rows as u32))
     }
+}
+
+/// Marks the payloads of the kept rows `failed` negatively acknowledged and counts them as
+/// message errors in `counters`.
+fn refuse_rows(
+    counters: &mut super::NodeCounters,
+    frame: &Frame,
+    kept: &Kept,
+    failed: &[u32],
+    nacked: &mut [bool],
+) {
+    if failed.is_empty() {
+        return;
+    }
+    mark_nacked(
+        &frame.acks,
+        failed.iter().map(|r| kept.frame_row(*r)),
+        nacked,
+    );
+    counters.message_errors += failed.len() as u64;
 }
 
 /// Negatively acknowledges the payloads of `runs` marked failed.
@@ -192,21 +261,8 @@ impl Graph {
                 if kept.rows == 0 {
                     return false;
                 }
-                let mut values = Vec::with_capacity(keys.len());
-                let mut failed: Vec<u32> = Vec::new();
-                for program in keys {
-                    let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
-                    for (row, message) in evaluated.errors.iter() {
-                        if failed.is_empty() {
-                            logs.push(format!(
-                                "DEDUPLICATE ON failed on row {}: {message}",
-                                kept.frame_row(row)
-                            ));
-                        }
-                        failed.push(row);
-                    }
-                    values.push(evaluated.values);
-                }
+                let (values, failed) =
+                    kept.evaluate(keys.iter(), at.snapshot_ns, "DEDUPLICATE ON", logs);
                 if converter.is_none() {
                     match key_converter(&values) {
                         Ok(built) => *converter = Some(built),
@@ -226,8 +282,6 @@ impl Graph {
                 self.work_changed = true;
                 let space = spaces.entry(frame.key.clone()).or_default();
                 space.expire(at.snapshot_ns, *max_time_ns);
-                failed.sort_unstable();
-                failed.dedup();
                 let mut mask = Vec::with_capacity(kept.rows);
                 let mut duplicates = 0usize;
                 let mut full: Vec<u32> = Vec::new();
@@ -279,41 +333,17 @@ impl Graph {
                 false
             }
             (NodeWork::Reorder { by, max_time_ns }, WorkState::Reorder { buffers }) => {
-                let mut keys = Vec::with_capacity(by.len());
-                let mut failed: Vec<u32> = Vec::new();
-                for program in by {
-                    let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
-                    for (row, message) in evaluated.errors.iter() {
-                        if failed.is_empty() {
-                            logs.push(format!(
-                                "BY failed on row {}: {message}",
-                                kept.frame_row(row)
-                            ));
-                        }
-                        failed.push(row);
-                    }
-                    keys.push(evaluated.values);
-                }
-                if !failed.is_empty() {
-                    // A row without ordering values cannot be placed: it fails like a filter
-                    // error, and its batch-mates are held.
-                    failed.sort_unstable();
-                    failed.dedup();
-                    let refused = failed.iter().map(|row| kept.frame_row(*row));
-                    mark_nacked(&frame.acks, refused, nacked);
-                    self.processors[index].counters.message_errors += failed.len() as u64;
-                    let mut mask = vec![true; kept.rows];
-                    for row in &failed {
-                        mask[*row as usize] = false;
-                    }
-                    let mask = BooleanArray::from(mask);
-                    let predicate = FilterBuilder::new(&mask).optimize().build();
-                    keys = keys
-                        .iter()
-                        .map(|k| predicate.filter(k.as_ref()).unwrap_or_else(|_| k.clone()))
-                        .collect();
-                    kept.keep(&mask, frame.acks.len() > 1);
-                }
+                // A row without ordering values cannot be placed: it fails like a filter
+                // error, and its batch-mates are held.
+                let (mut keys, failed) = kept.evaluate(by.iter(), at.snapshot_ns, "BY", logs);
+                refuse_rows(
+                    &mut self.processors[index].counters,
+                    frame,
+                    kept,
+                    &failed,
+                    nacked,
+                );
+                kept.drop_rows(&failed, &mut keys, frame.acks.len() > 1);
                 // Held rows keep their units; what the filters dropped gives its units up.
                 // A failed payload is negatively acknowledged first: giving up its last units
                 // would otherwise resolve it as acknowledged.
@@ -372,49 +402,23 @@ impl Graph {
         logs: &mut Vec<String>,
     ) {
         // Aggregate arguments, per call; a row whose argument fails is refused.
-        let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(window.calls.len());
-        let mut failed: Vec<u32> = Vec::new();
-        for call in &window.calls {
-            let mut values = Vec::with_capacity(call.args.len());
-            for program in &call.args {
-                let evaluated = input_values(program, &kept.columns, kept.rows, at.snapshot_ns);
-                for (row, message) in evaluated.errors.iter() {
-                    if failed.is_empty() {
-                        logs.push(format!(
-                            "aggregate argument failed on row {}: {message}",
-                            kept.frame_row(row)
-                        ));
-                    }
-                    failed.push(row);
-                }
-                values.push(evaluated.values);
-            }
-            args.push(values);
-        }
-        if !failed.is_empty() {
-            failed.sort_unstable();
-            failed.dedup();
-            mark_nacked(
-                &frame.acks,
-                failed.iter().map(|r| kept.frame_row(*r)),
-                nacked,
-            );
-            self.processors[index].counters.message_errors += failed.len() as u64;
-            let mut mask = vec![true; kept.rows];
-            for row in &failed {
-                mask[*row as usize] = false;
-            }
-            let mask = BooleanArray::from(mask);
-            let predicate = FilterBuilder::new(&mask).optimize().build();
-            for values in &mut args {
-                for array in values.iter_mut() {
-                    *array = predicate
-                        .filter(array.as_ref())
-                        .unwrap_or_else(|_| array.clone());
-                }
-            }
-            kept.keep(&mask, frame.acks.len() > 1);
-        }
+        let programs = window.calls.iter().flat_map(|call| &call.args);
+        let (mut values, failed) =
+            kept.evaluate(programs, at.snapshot_ns, "aggregate argument", logs);
+        refuse_rows(
+            &mut self.processors[index].counters,
+            frame,
+            kept,
+            &failed,
+            nacked,
+        );
+        kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
+        let mut values = values.into_iter();
+        let args: Vec<Vec<ArrayRef>> = window
+            .calls
+            .iter()
+            .map(|call| values.by_ref().take(call.args.len()).collect())
+            .collect();
         let WorkState::Window {
             windows,
             watermark_ns,
