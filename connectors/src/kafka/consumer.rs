@@ -45,6 +45,10 @@ const MAX_PENDING_COMMIT_ERRORS: usize = 256;
 
 /// The prefix of the group id librdkafka needs in [`ConsumerGroup::Assigned`] mode.
 pub const ASSIGNED_GROUP_PREFIX: &str = "nervix-domain-";
+/// The longest a closing consumer serves its revocation before librdkafka closes it.
+pub const CLOSE_LEAVE_MS: u64 = 5_000;
+/// How often a closing consumer looks at its assignment.
+const CLOSE_LEAVE_POLL_MS: u64 = 5;
 
 /// How offsets are owned (the spec's OFFSET BY CONSUMER GROUP / OFFSET BY DOMAIN).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +192,12 @@ pub struct KafkaConsumer {
     consumer: BaseConsumer<Context>,
     topic: String,
     group: ConsumerGroup,
+}
+
+impl Drop for KafkaConsumer {
+    fn drop(&mut self) {
+        self.leave_group();
+    }
 }
 
 impl KafkaConsumer {
@@ -500,6 +510,31 @@ impl KafkaConsumer {
     /// librdkafka to finish; the same happens when it is dropped. Run it off-shard.
     pub fn close(self) {
         drop(self);
+    }
+
+    /// Leaves the group before librdkafka closes the consumer: unsubscribes and serves the
+    /// revocation until nothing is assigned, for at most [`CLOSE_LEAVE_MS`]. librdkafka's close
+    /// was seen to wait forever when it met a rebalance still in progress (its revocation
+    /// callback assigns synchronously during the close).
+    fn leave_group(&mut self) {
+        if !matches!(self.group, ConsumerGroup::Named(_)) {
+            return;
+        }
+        self.consumer.unsubscribe();
+        let until = std::time::Instant::now() + Duration::from_millis(CLOSE_LEAVE_MS);
+        while std::time::Instant::now() < until {
+            // Serves rebalance callbacks; records fetched now are not committed, so they
+            // are delivered again to whoever owns their partition next.
+            let _ = self.consumer.poll(Duration::ZERO);
+            if self
+                .consumer
+                .assignment()
+                .is_ok_and(|assigned| assigned.count() == 0)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(CLOSE_LEAVE_POLL_MS));
+        }
     }
 
     fn partition_list(
