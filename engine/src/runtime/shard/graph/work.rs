@@ -169,6 +169,32 @@ fn refuse_rows(
     counters.message_errors += failed.len() as u64;
 }
 
+/// Rows a node holds (reorderer, window) keep their acknowledgement units; what the filters
+/// dropped gives its units up. A failed payload is negatively acknowledged first: giving up
+/// its last units would otherwise resolve it as acknowledged. Returns the held rows' runs
+/// (none when the node is DETACHED: it acknowledges at once).
+fn keep_units(
+    frame: &Frame,
+    kept: &Kept,
+    detached: bool,
+    nacked: &[bool],
+    cx: &mut Ctx<'_>,
+) -> Vec<crate::runtime::frame::AckRun> {
+    nack_failed(&frame.acks, nacked, cx);
+    if detached {
+        for run in &frame.acks {
+            cx.ack(run.root, run.rows as u64);
+        }
+        return Vec::new();
+    }
+    let mut per_run = vec![0u64; frame.acks.len()];
+    let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
+    for (run, derived) in frame.acks.iter().zip(&per_run) {
+        cx.transfer(run.root, run.rows as u64, *derived);
+    }
+    runs
+}
+
 /// Negatively acknowledges the payloads of `runs` marked failed.
 fn nack_failed(runs: &[crate::runtime::frame::AckRun], nacked: &[bool], cx: &mut Ctx<'_>) {
     for (run, failed) in runs.iter().zip(nacked) {
@@ -344,23 +370,7 @@ impl Graph {
                     nacked,
                 );
                 kept.drop_rows(&failed, &mut keys, frame.acks.len() > 1);
-                // Held rows keep their units; what the filters dropped gives its units up.
-                // A failed payload is negatively acknowledged first: giving up its last units
-                // would otherwise resolve it as acknowledged.
-                nack_failed(&frame.acks, nacked, cx);
-                let mut per_run = vec![0u64; frame.acks.len()];
-                let held_acks = if detached {
-                    for run in &frame.acks {
-                        cx.ack(run.root, run.rows as u64);
-                    }
-                    Vec::new()
-                } else {
-                    let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
-                    for (run, derived) in frame.acks.iter().zip(&per_run) {
-                        cx.transfer(run.root, run.rows as u64, *derived);
-                    }
-                    runs
-                };
+                let held_acks = keep_units(frame, kept, detached, nacked, cx);
                 let buffer = buffers.entry(frame.key.clone()).or_default();
                 buffer.hold(
                     (std::mem::take(&mut kept.columns), kept.times.take()),
@@ -450,22 +460,7 @@ impl Graph {
             }
             return;
         }
-        // Retained rows keep their units; what the filters dropped gives its units up
-        // (a failed payload is negatively acknowledged first, as for the reorderer).
-        nack_failed(&frame.acks, nacked, cx);
-        let mut per_run = vec![0u64; frame.acks.len()];
-        let retained_acks = if detached {
-            for run in &frame.acks {
-                cx.ack(run.root, run.rows as u64);
-            }
-            Vec::new()
-        } else {
-            let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
-            for (run, derived) in frame.acks.iter().zip(&per_run) {
-                cx.transfer(run.root, run.rows as u64, *derived);
-            }
-            runs
-        };
+        let retained_acks = keep_units(frame, kept, detached, nacked, cx);
         // A row's time is its event time, or this execution's snapshot.
         let times = kept
             .times
