@@ -189,8 +189,9 @@ struct NexmarkOrderedArguments {
     /// Events per submitted batch.
     #[arg(long, default_value_t = 8192)]
     batch_rows: usize,
-    /// Batches without an outcome at most, per stream (each producer's credit).
-    #[arg(long, default_value_t = 16)]
+    /// Batches without an outcome at most, per stream (each producer's credit): it must cover
+    /// the rows windows and correlators hold unacknowledged (see `nexmark/ordered.rs`).
+    #[arg(long, default_value_t = 256)]
     window: u32,
     /// Pin the shard to a CPU.
     #[arg(long)]

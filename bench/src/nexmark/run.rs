@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -57,8 +58,18 @@ pub const SCENARIOS: [(&str, &str); 3] = [
 
 /// The domain every port is deployed into (a fresh node each run).
 const DOMAIN: &str = "nexmark";
-/// How much faster than real time the Nexmark domains' clocks run (`START AT … TIME RATE`).
-pub(super) const TIME_RATE: u32 = 10;
+/// How fast the Nexmark domains' clocks run against real time (`START AT … TIME RATE`): far
+/// slower, so windows and correlations end by event time alone (the input watermark, moved
+/// on by the streams' [`end_markers`]), never by the clock overtaking a slow run's event time.
+pub(super) const TIME_RATE: &str = "0.01";
+/// How far after a stream's last event its two end markers lie: past every window end and
+/// MAX TIME the ports use, so the markers' watermarks close everything the real events opened.
+const END_MARKER_AFTER_NS: [i64; 2] = [30_000_000_000, 60_000_000_000];
+/// End-marker rows carry this id (`auction` of a bid, `id` of a person or auction); real
+/// Nexmark ids are never negative, so output rows whose first column is negative are theirs.
+const END_MARKER_ID: i64 = -1;
+/// A marker auction's seller: no person has it, so a marker auction never meets a person.
+const END_MARKER_SELLER: i64 = -2;
 /// Rows per client batch at most (DESIGN §9).
 pub const MAX_BATCH_ROWS: usize = 65_536;
 /// Consumer credit, in deliveries.
@@ -108,9 +119,7 @@ impl Deployed {
         .await
         .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;
         // The domain clock starts at the generator's pinned base time, so windows are due as
-        // Nexmark time passes (by watermark), not all at once by today's clock; it runs ten
-        // times faster than real time so the last windows (which no later event closes) and
-        // the correlators' MAX TIME pass within seconds.
+        // Nexmark time passes (by watermark), not all at once by today's clock.
         let script = format!(
             "{}START AT '{}' TIME RATE {};\n",
             query.script(DOMAIN),
@@ -245,33 +254,106 @@ pub(super) struct Stream {
     pub ingestor: &'static str,
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
+    /// How many of the last batches are end markers: their outcomes are not waited for (the
+    /// nodes hold a marker until a later one, which never comes, moves time past it).
+    pub markers: usize,
 }
 
-impl Stream {
-    /// Events (rows) in the stream's batches.
-    pub fn rows(&self) -> u64 {
-        self.batches.iter().map(|b| b.num_rows() as u64).sum()
-    }
-}
-
-/// The streams `query` reads, holding `events` in batches of at most `batch_rows` rows.
+/// The streams `query` reads, holding `events` in batches of at most `batch_rows` rows; a
+/// stateful port's streams end with [`end_markers`].
 pub(super) fn streams(query: &Query, events: &Events, batch_rows: usize) -> Vec<Stream> {
+    let mut streams = real_streams(query, events, batch_rows);
+    if query.stateless_rows(&[]).is_none() {
+        for stream in &mut streams {
+            let markers = end_markers(&stream.batches);
+            stream.markers = markers.len();
+            stream.batches.extend(markers);
+        }
+    }
+    streams
+}
+
+/// Two one-row batches after a stream's last event (bounded input's end, as a watermark): each
+/// a copy of the last row with the marker ids and a time [`END_MARKER_AFTER_NS`] later. The
+/// first moves every node's input watermark past what the real events opened; the second
+/// closes the windows the first opened, whose records carry the first's time onward to the
+/// nodes after them. Their own output is recognised by [`real_rows`] and left out.
+fn end_markers(batches: &[RecordBatch]) -> Vec<RecordBatch> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    use arrow_array::{ArrayRef, Int64Array, TimestampNanosecondArray};
+    let Some(last) = batches.iter().rev().find(|b| b.num_rows() > 0) else {
+        return Vec::new();
+    };
+    let row = last.slice(last.num_rows() - 1, 1);
+    let schema = row.schema();
+    END_MARKER_AFTER_NS
+        .iter()
+        .filter_map(|after_ns| {
+            let columns: Vec<ArrayRef> = schema
+                .fields()
+                .iter()
+                .zip(row.columns())
+                .map(|(field, column)| -> ArrayRef {
+                    match field.name().as_str() {
+                        "auction" | "id" => Arc::new(Int64Array::from(vec![END_MARKER_ID])),
+                        "seller" => Arc::new(Int64Array::from(vec![END_MARKER_SELLER])),
+                        "date_time" => {
+                            let last_ns = column
+                                .as_primitive_opt::<TimestampNanosecondType>()
+                                .map_or(0, |t| t.value(0));
+                            Arc::new(
+                                TimestampNanosecondArray::from(vec![last_ns + after_ns])
+                                    .with_timezone("UTC"),
+                            )
+                        }
+                        _ => column.clone(),
+                    }
+                })
+                .collect();
+            RecordBatch::try_new(schema.clone(), columns).ok()
+        })
+        .collect()
+}
+
+/// `batch` without the rows the end markers produced (first column negative).
+pub(super) fn real_rows(batch: RecordBatch) -> RecordBatch {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    let Some(ids) = batch
+        .columns()
+        .first()
+        .and_then(|c| c.as_primitive_opt::<Int64Type>())
+    else {
+        return batch;
+    };
+    if ids.values().iter().all(|id| *id >= 0) {
+        return batch;
+    }
+    let keep = arrow_array::BooleanArray::from_iter(ids.iter().map(|id| id.map(|id| id >= 0)));
+    arrow_select::filter::filter_record_batch(&batch, &keep).unwrap_or(batch)
+}
+
+fn real_streams(query: &Query, events: &Events, batch_rows: usize) -> Vec<Stream> {
     match query.inputs {
         Inputs::Bids => vec![Stream {
             ingestor: BID_INGESTOR,
             schema: gen::bid_schema(),
             batches: gen::bid_batches(&events.bids, batch_rows),
+            markers: 0,
         }],
         Inputs::PersonsAndAuctions => vec![
             Stream {
                 ingestor: PERSON_INGESTOR,
                 schema: gen::person_schema(),
                 batches: gen::person_batches(&events.persons, batch_rows),
+                markers: 0,
             },
             Stream {
                 ingestor: AUCTION_INGESTOR,
                 schema: gen::auction_schema(),
                 batches: gen::auction_batches(&events.auctions, batch_rows),
+                markers: 0,
             },
         ],
     }
@@ -315,19 +397,35 @@ pub(super) async fn submit_all(
     }
     order.sort_unstable();
     let mut submitted = Submitted::default();
+    // Per stream: the sequence numbers of its end markers, and its real batches in flight.
+    let mut marker_seqs: Vec<Vec<u64>> = vec![Vec::new(); streams.len()];
+    let mut real_in_flight = vec![0u64; streams.len()];
     for (_, stream, index) in order {
         let producer = &mut producers[stream];
         while producer.outstanding() >= window {
-            submitted.account(producer.next_outcome().await?, streams[stream].ingestor);
+            let (seq, outcome) = producer.next_outcome().await?;
+            if !marker_seqs[stream].contains(&seq) {
+                real_in_flight[stream] -= 1;
+                submitted.account((seq, outcome), streams[stream].ingestor);
+            }
         }
-        producer
+        let seq = producer
             .submit(streams[stream].batches[index].clone())
             .await
             .context("in-process producer submit")?;
+        if index >= streams[stream].batches.len() - streams[stream].markers {
+            marker_seqs[stream].push(seq);
+        } else {
+            real_in_flight[stream] += 1;
+        }
     }
     for (stream, producer) in producers.iter_mut().enumerate() {
-        while producer.outstanding() > 0 {
-            submitted.account(producer.next_outcome().await?, streams[stream].ingestor);
+        while real_in_flight[stream] > 0 {
+            let (seq, outcome) = producer.next_outcome().await?;
+            if !marker_seqs[stream].contains(&seq) {
+                real_in_flight[stream] -= 1;
+                submitted.account((seq, outcome), streams[stream].ingestor);
+            }
         }
     }
     Ok(submitted)
@@ -365,6 +463,7 @@ pub(super) async fn collect(
         let Some((seq, batch)) = delivery else {
             return Ok(());
         };
+        let batch = real_rows(batch);
         rows += batch.num_rows() as u64;
         received(batch);
         consumer.ack(seq).await.context("in-process consumer ack")?;

@@ -7,6 +7,7 @@
 pub mod correlate;
 pub mod dedup;
 pub mod error_record;
+pub mod pending_rows;
 pub mod reorder;
 pub mod route;
 pub mod window;

@@ -97,6 +97,11 @@ impl WindowState {
         self.runs.iter().map(|r| r.rows).sum()
     }
 
+    /// When the open window began (its first retained row's time), domain ns.
+    pub fn start_ns(&self) -> Option<i64> {
+        self.start_ns
+    }
+
     /// When the open window is due, domain ns.
     pub fn due_ns(&self, plan: &WindowPlan) -> Option<i64> {
         self.start_ns

@@ -19,10 +19,12 @@
 //! side it feeds).
 
 use arrow_schema::SchemaRef;
+use nervix_nspl::ast::expr::BinaryOp;
 use nervix_nspl::ast::processor::{CorrelatorSide, MatchMode, ProcessorDef, TimeoutAction};
 use nervix_shards::flush::FlushPolicy;
 
 use super::{arrow_schema, route, Builder, InputPlan, PlanError, RelayId, TypedIndex};
+use crate::types::{DataType, TypedExpr, TypedKind};
 use crate::validate::route::Field;
 use crate::vm::Program;
 
@@ -77,6 +79,9 @@ pub struct CorrelatePlan {
     pub pair_schema: SchemaRef,
     /// CORRELATE WHERE over the pair (source 0).
     pub condition: Program,
+    /// The equality conjuncts of CORRELATE WHERE split per side ([`equality_keys`]): left
+    /// programs over left columns, right programs over right columns, pairwise.
+    pub keys: [Vec<Program>; 2],
     pub matching: MatchMode,
     pub max_time_ns: u64,
     /// ON CORRELATION TIMEOUT, per side.
@@ -104,6 +109,78 @@ impl std::fmt::Debug for CorrelatePlan {
             .field("on_timeout", &self.on_timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// The side an expression reads: `Some` when it reads at least one field, every field is of
+/// that side, and nothing in it depends on more than the row (no nondeterministic, header or
+/// side-effect call, no aggregate). Such an expression gives the same value whether evaluated
+/// on the row alone or on any pair holding it.
+fn reads_only(expr: &TypedExpr) -> Option<Side> {
+    let mut side = None;
+    let mut pure = true;
+    expr.any(|node| {
+        match &node.kind {
+            TypedKind::Field(path) => {
+                let this = match path.first().map(String::as_str) {
+                    Some("left") if path.len() == 2 => Some(Side::Left),
+                    Some("right") if path.len() == 2 => Some(Side::Right),
+                    _ => None,
+                };
+                match (this, side) {
+                    (None, _) => pure = false,
+                    (Some(this), Some(seen)) if this != seen => pure = false,
+                    (Some(this), _) => side = Some(this),
+                }
+            }
+            TypedKind::Call { function, .. } => {
+                pure &= !function.is_nondeterministic()
+                    && !function.has_side_effects()
+                    && !function.reads_headers();
+            }
+            TypedKind::Aggregate { .. } => pure = false,
+            _ => {}
+        }
+        false
+    });
+    side.filter(|_| pure)
+}
+
+/// Whether `=` on values of this type is equality of their arrow-row encodings: exact scalar
+/// types only (floats have `-0.0 = 0.0` with different bits, and NaN; lists may hold floats).
+fn hashable(ty: &DataType) -> bool {
+    !matches!(
+        ty,
+        DataType::F32 | DataType::F64 | DataType::Array(..) | DataType::Vec(_) | DataType::List(_)
+    )
+}
+
+/// The `left.<expr> = right.<expr>` conjuncts of `condition` (either operand order), as
+/// (left operand, right operand): the equality keys a correlator matches on before it
+/// evaluates the whole condition (`exec::correlate`). Only top-level AND conjuncts count: the
+/// condition can hold only when each of them does.
+pub(crate) fn equality_keys(condition: &TypedExpr) -> Vec<(&TypedExpr, &TypedExpr)> {
+    let mut keys = Vec::new();
+    let mut conjuncts = vec![condition];
+    while let Some(node) = conjuncts.pop() {
+        let TypedKind::Binary { op, left, right } = &node.kind else {
+            continue;
+        };
+        match op {
+            BinaryOp::And => {
+                conjuncts.push(right);
+                conjuncts.push(left);
+            }
+            BinaryOp::Eq if hashable(&left.ty.data_type) => {
+                match (reads_only(left), reads_only(right)) {
+                    (Some(Side::Left), Some(Side::Right)) => keys.push((&**left, &**right)),
+                    (Some(Side::Right), Some(Side::Left)) => keys.push((&**right, &**left)),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    keys
 }
 
 /// `fields` renamed into the pair layout of `side`.
@@ -173,13 +250,24 @@ impl Builder<'_> {
         }
         let mut route_fields = pair_fields(Side::Left, &side_fields[0]);
         route_fields.extend(pair_fields(Side::Right, &side_fields[1]));
-        let condition = typed.compile(condition, &route::input_resolver(&route_fields))?;
+        let condition_typed = typed.get(condition)?;
+        let condition =
+            typed.compile_typed(condition_typed, &route::input_resolver(&route_fields))?;
+        let mut keys = [Vec::new(), Vec::new()];
+        for (left_expr, right_expr) in equality_keys(condition_typed) {
+            for (side, expr) in [(Side::Left, left_expr), (Side::Right, right_expr)] {
+                let scoped = pair_fields(side, &side_fields[side.index()]);
+                let program = typed.compile_typed(expr, &route::input_resolver(&scoped))?;
+                keys[side.index()].push(program);
+            }
+        }
         Ok(Planned {
             plan: CorrelatePlan {
                 sides,
                 side_schemas: [arrow_schema(&side_fields[0]), arrow_schema(&side_fields[1])],
                 pair_schema: arrow_schema(&route_fields),
                 condition,
+                keys,
                 matching: *matching,
                 max_time_ns: max_time.nanos,
                 on_timeout: [on_timeout.left, on_timeout.right],

@@ -29,6 +29,8 @@ struct Buffer {
     /// The parts' event times; a frame has times only when every part had them.
     times: Vec<ArrayRef>,
     untimed: bool,
+    /// When the buffer was opened (its first row): the graph's opening counter then.
+    opened: u64,
 }
 
 /// Every concrete branch's buffer of one route.
@@ -52,8 +54,10 @@ impl RouteBuffers {
     }
 
     /// Appends `batch` for `key`; frames that must leave now are pushed to `out` in order.
+    /// `openings` counts the buffers the graph opened (a new buffer takes the next number).
     /// Returns the deadline the branch's buffer waits for afterwards, if it holds rows (the
     /// shard's ticker must wake by then).
+    #[allow(clippy::too_many_arguments)]
     pub fn append(
         &mut self,
         key: BranchKey,
@@ -61,17 +65,23 @@ impl RouteBuffers {
         runs: Vec<AckRun>,
         times: Option<ArrayRef>,
         now: Now,
+        openings: &mut u64,
         out: &mut Vec<Frame>,
     ) -> Option<nervix_shards::flush::Deadline> {
         let chunk = Chunk::new(logical_bytes(&batch), batch.num_rows() as u64);
         let policy = self.policy;
+        let opened = *openings;
         let buffer = self.buffers.entry(key.clone()).or_insert_with(|| Buffer {
             flusher: RouteFlusher::new(policy),
             parts: Vec::new(),
             runs: Vec::new(),
             times: Vec::new(),
             untimed: false,
+            opened,
         });
+        if buffer.opened == opened {
+            *openings += 1;
+        }
         let actions = buffer.flusher.append(chunk, now);
         if actions.before.is_flush() {
             if let Some(frame) = take(&self.schema, &key, buffer) {
@@ -96,13 +106,16 @@ impl RouteBuffers {
         deadline
     }
 
-    /// Flushes every buffer whose deadline has come.
-    pub fn tick(&mut self, now: Now, out: &mut Vec<Frame>) {
+    /// Flushes every buffer whose deadline has come, each frame with its buffer's opening
+    /// number: the caller publishes the frames of all routes oldest buffer first, so a branch
+    /// whose rows came later (an end of input, a far-ahead event time) does not overtake rows
+    /// buffered before it, on this route or another, and move a downstream watermark past them.
+    pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) {
         let schema = &self.schema;
         self.buffers.retain(|key, buffer| {
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
                 if let Some(frame) = take(schema, key, buffer) {
-                    out.push(frame);
+                    out.push((buffer.opened, frame));
                 }
             }
             !buffer.parts.is_empty()
@@ -110,7 +123,7 @@ impl RouteBuffers {
     }
 
     /// Flushes everything (model alteration, stop, shutdown, eviction of one branch).
-    pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<Frame>) {
+    pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<(u64, Frame)>) {
         let schema = &self.schema;
         self.buffers.retain(|key, buffer| {
             if only.is_some_and(|k| k != key) {
@@ -118,7 +131,7 @@ impl RouteBuffers {
             }
             buffer.flusher.force_flush();
             if let Some(frame) = take(schema, key, buffer) {
-                out.push(frame);
+                out.push((buffer.opened, frame));
             }
             false
         });

@@ -192,6 +192,9 @@ pub struct Graph {
     /// Branch states that left (emptied or evicted) since the last snapshot: (processor,
     /// branch), so the snapshot deletes their stored entries.
     forgotten: Vec<(usize, BranchKey)>,
+    /// Route buffers opened so far: each buffer's opening number orders its flush among
+    /// every route's (`RouteBuffers::tick`).
+    buffers_opened: u64,
     /// A deduplication keyspace or a window changed since the last snapshot.
     work_changed: bool,
     /// Set while a leaving branch flushes (see `touch_branch`).
@@ -337,6 +340,7 @@ impl Graph {
             releasing: false,
             input_relay: None,
             forgotten: Vec::new(),
+            buffers_opened: 0,
             work_changed: false,
             evicting: false,
             plan,
@@ -1251,7 +1255,7 @@ impl Graph {
     fn flush_routes(&mut self, force: Option<Option<&BranchKey>>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
-        let mut out: Vec<(NodeRef, RelayId, Frame)> = Vec::new();
+        let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
         for node in nodes {
             let routes = match node {
                 NodeRef::Ingestor(i) => &plan.ingestors[i].routes[..],
@@ -1264,15 +1268,20 @@ impl Graph {
                     Some(only) => buffers.force_flush(only, &mut frames),
                     None => buffers.tick(at.now, &mut frames),
                 }
-                match node {
-                    NodeRef::Emitter(_) => {
-                        out.extend(frames.into_iter().map(|f| (node, usize::MAX, f)))
-                    }
-                    _ => out.extend(frames.into_iter().map(|f| (node, routes[route].target, f))),
-                }
+                let target = match node {
+                    NodeRef::Emitter(_) => usize::MAX,
+                    _ => routes[route].target,
+                };
+                out.extend(
+                    frames
+                        .into_iter()
+                        .map(|(opened, f)| (opened, node, target, f)),
+                );
             }
         }
-        for (node, relay, frame) in out {
+        // Oldest buffer first across every route (see `RouteBuffers::tick`).
+        out.sort_by_key(|(opened, ..)| *opened);
+        for (_, node, relay, frame) in out {
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
                 _ => self.publish(node, relay, frame, at, cx),

@@ -21,14 +21,16 @@
 
 use std::collections::HashMap;
 
-use arrow_array::RecordBatch;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use nervix_nspl::ast::processor::TimeoutAction;
 use nervix_shards::ack::AckHandle;
 use nervix_shards::branch_key::BranchKey;
 
 use super::work::{Kept, WorkState};
 use super::{mark_nacked, Graph, Instant, NodeRef};
-use crate::runtime::exec::correlate::{BranchState, Incoming, MAX_PENDING_ROWS_PER_SIDE};
+use crate::runtime::exec::correlate::{BranchState, Incoming, Matcher, MAX_PENDING_ROWS_PER_SIDE};
 use crate::runtime::frame::{count_rows_per_run, derive_runs, AckRun, Frame};
 use crate::runtime::plan::{CorrelatePlan, NodeWork, Side};
 use crate::runtime::shard::mesh::Ctx;
@@ -142,6 +144,11 @@ impl Graph {
         };
         // Rows whose MAX TIME is up leave first: a row matches partners younger than that.
         self.settle_correlations(index, Some(&frame.key), at.snapshot_ns, false, cx);
+        let times = kept
+            .times
+            .as_ref()
+            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
+            .filter(|t| t.null_count() == 0);
         let kept_frame_rows = kept.frame_rows();
         let frame_rows: &[u32] = kept_frame_rows.values();
         let roots = if detached {
@@ -152,9 +159,19 @@ impl Graph {
         } else {
             roots_of(&frame.acks, frame_rows)
         };
-        let WorkState::Correlate { branches } = &mut self.work[index] else {
+        let WorkState::Correlate {
+            branches,
+            watermarks_ns,
+        } = &mut self.work[index]
+        else {
             return;
         };
+        let latest = times
+            .as_ref()
+            .and_then(|t| t.values().iter().max().copied())
+            .unwrap_or(at.snapshot_ns);
+        let side_watermark = &mut watermarks_ns[side.index()];
+        *side_watermark = Some(side_watermark.map_or(latest, |w| w.max(latest)));
         let state = branches
             .entry(frame.key.clone())
             .or_insert_with(|| BranchState::new(&plan.side_schemas));
@@ -163,19 +180,24 @@ impl Graph {
             columns: &kept.columns,
             rows: kept.rows,
             roots: &roots,
+            times: times.as_ref().map(|t| &t.values()[..]),
         };
-        let correlation =
-            match state.correlate(&plan.condition, plan.matching, &incoming, at.snapshot_ns) {
-                Ok(correlation) => correlation,
-                Err(error) => {
-                    logs.push(format!(
-                        "{} rows could not be correlated: {error}",
-                        kept.rows
-                    ));
-                    mark_nacked(&frame.acks, frame_rows.iter().copied(), nacked);
-                    return;
-                }
-            };
+        let matcher = Matcher {
+            condition: &plan.condition,
+            keys: &plan.keys,
+            matching: plan.matching,
+        };
+        let correlation = match state.correlate(&matcher, &incoming, at.snapshot_ns) {
+            Ok(correlation) => correlation,
+            Err(error) => {
+                logs.push(format!(
+                    "{} rows could not be correlated: {error}",
+                    kept.rows
+                ));
+                mark_nacked(&frame.acks, frame_rows.iter().copied(), nacked);
+                return;
+            }
+        };
         let due = state.due_ns(plan.max_time_ns);
         let to_frame = |rows: &[u32]| -> Vec<u32> {
             rows.iter().map(|row| frame_rows[*row as usize]).collect()
@@ -227,13 +249,16 @@ impl Graph {
         if !correlation.pair_rows.is_empty() {
             match RecordBatch::try_new(plan.pair_schema.clone(), correlation.pairs) {
                 Ok(batch) => {
-                    // MAX TIME runs on arrival (domain clock), so pairs carry no event time:
-                    // nodes after the correlator use their execution snapshot.
+                    // A pair's time is the earlier of its rows' (its low watermark); rows
+                    // without event time give pairs none, as before the correlator.
+                    let pair_times = times
+                        .is_some()
+                        .then(|| Arc::new(Int64Array::from(correlation.pair_times)) as ArrayRef);
                     let pairs = Frame {
                         batch,
                         key: frame.key.clone(),
                         acks: pair_acks,
-                        times: None,
+                        times: pair_times,
                     };
                     self.route_released(index, &pairs, at, cx);
                 }
@@ -286,9 +311,21 @@ impl Graph {
         let NodeWork::Correlate(correlate) = &plan.processors[index].work else {
             return;
         };
-        let WorkState::Correlate { branches } = &mut self.work[index] else {
+        let WorkState::Correlate {
+            branches,
+            watermarks_ns,
+        } = &mut self.work[index]
+        else {
             return;
         };
+        // MAX TIME is up once the input watermark — the earlier side's; none while a side has
+        // sent nothing, as its first rows may pair with anything pending — or the domain
+        // clock reaches it.
+        let watermark = match *watermarks_ns {
+            [Some(left), Some(right)] => Some(left.min(right)),
+            _ => None,
+        };
+        let now_ns = watermark.map_or(now_ns, |w| w.max(now_ns));
         let mut out = Settled::default();
         match only {
             // A frame's own branch: looked up, so a frame costs nothing per other branch.

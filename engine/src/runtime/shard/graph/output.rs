@@ -59,12 +59,19 @@ impl Graph {
                 self.touch_branch(branch, bytes, at.now.physical_ns);
             }
             let group_times = crate::runtime::frame::take_times(times, &group.input_rows);
-            let deadline = self.node_mut(node).routes[route_index].append(
+            let openings = &mut self.buffers_opened;
+            let node_state = match node {
+                NodeRef::Ingestor(i) => &mut self.ingestors[i],
+                NodeRef::Processor(i) => &mut self.processors[i],
+                NodeRef::Emitter(i) => &mut self.emitters[i],
+            };
+            let deadline = node_state.routes[route_index].append(
                 group.key,
                 group.batch,
                 runs,
                 group_times,
                 at.now,
+                openings,
                 &mut flushed,
             );
             self.note_deadline(deadline, at);

@@ -136,12 +136,16 @@ impl Graph {
                         WorkState::Window {
                             windows,
                             watermark_ns,
+                            due,
                         },
                     ) => match WindowState::restore(window, &bytes) {
                         Ok(state) => {
                             if let Some(restored) = state.watermark_ns() {
                                 *watermark_ns =
                                     Some(watermark_ns.map_or(restored, |w| w.max(restored)));
+                            }
+                            if let Some(at_ns) = state.due_ns(window) {
+                                due.insert((at_ns, key.clone()));
                             }
                             windows.insert(key, state);
                         }

@@ -9,7 +9,8 @@
 //! (TTL, LRU) or a stop force-releases what its reorderer holds first, so held rows are never
 //! dropped. Processor state lives only on the shard that owns the branch; nothing is shared.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow_row::RowConverter;
@@ -223,9 +224,17 @@ pub(super) enum WorkState {
         /// (spec: "when an input watermark … reaches that logical target"), so a branch that
         /// receives no more rows still closes as event time moves on.
         watermark_ns: Option<i64>,
+        /// (due, branch) of every open window, so a pass visits only due windows rather than
+        /// every branch. Entries may be stale (the window moved on or left): a popped entry
+        /// counts only when it matches the window's current due time.
+        due: BTreeSet<(i64, BranchKey)>,
     },
     Correlate {
         branches: super::correlate::Correlations,
+        /// Per side (left, right), the latest row time admitted on this shard. MAX TIME is
+        /// measured against the earlier of the two (with the domain clock): a side that lags
+        /// has rows still to come that may pair with the other side's pending rows.
+        watermarks_ns: [Option<i64>; 2],
     },
     Generate(super::generator::GeneratorState),
 }
@@ -245,9 +254,11 @@ impl WorkState {
             NodeWork::Window(_) => WorkState::Window {
                 windows: HashMap::new(),
                 watermark_ns: None,
+                due: BTreeSet::new(),
             },
             NodeWork::Correlate(_) => WorkState::Correlate {
                 branches: HashMap::new(),
+                watermarks_ns: [None, None],
             },
             NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
@@ -432,6 +443,7 @@ impl Graph {
         let WorkState::Window {
             windows,
             watermark_ns,
+            due: due_index,
         } = &mut self.work[index]
         else {
             return;
@@ -458,6 +470,7 @@ impl Graph {
                     cx.transfer(run.root, run.rows as u64, 0);
                 }
             }
+            self.forget_empty_window(index, &frame.key);
             return;
         }
         let retained_acks = keep_units(frame, kept, detached, nacked, cx);
@@ -477,14 +490,33 @@ impl Graph {
             (a, b) => a.or(b),
         };
         let advanced = *node_watermark > before;
+        let due = state.due_ns(window);
+        if let Some(due) = due {
+            due_index.insert((due, frame.key.clone()));
+        }
         self.work_changed = true;
-        if let Some(due) = state.due_ns(window) {
+        if let Some(due) = due {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
         }
         // The rows may have moved the watermark past a window's end: this branch's, or, when
         // the input watermark advanced, any branch's.
         let only = (!advanced).then_some(&frame.key);
         self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
+        self.forget_empty_window(index, &frame.key);
+    }
+
+    /// Drops branch `key`'s window of processor `index` if it holds nothing (every row of a
+    /// batch refused, or an empty batch): only windows with rows are kept.
+    fn forget_empty_window(&mut self, index: usize, key: &BranchKey) {
+        if let WorkState::Window { windows, .. } = &mut self.work[index] {
+            if windows
+                .get(key)
+                .is_some_and(|state| state.retained_rows() == 0)
+            {
+                windows.remove(key);
+                self.forgotten.push((index, key.clone()));
+            }
+        }
     }
 
     /// Emits processor `index`'s windows due at `now_ns` (all of them, or `only` one
@@ -506,17 +538,39 @@ impl Graph {
         let WorkState::Window {
             windows,
             watermark_ns,
+            due,
         } = &mut self.work[index]
         else {
             return;
         };
         let reached_ns = watermark_ns.map_or(now_ns, |w| w.max(now_ns));
-        // Each record: its branch, its result columns (or what failed), the rows leaving.
-        let mut records = Vec::new();
-        for (key, state) in windows.iter_mut() {
-            if only.is_some_and(|only| only != key) {
-                continue;
+        // The branches to look at: the one asked for, or those the index says are due.
+        let keys: Vec<BranchKey> = match only {
+            Some(key) => vec![key.clone()],
+            None => {
+                let mut keys = Vec::new();
+                while let Some(first) = due.first() {
+                    if first.0 > reached_ns {
+                        break;
+                    }
+                    let (at_ns, key) = due.pop_first().expect("first exists");
+                    // Stale entries (the window moved on or left) are dropped here.
+                    let current = windows.get(&key).and_then(|state| state.due_ns(window));
+                    if current == Some(at_ns) {
+                        keys.push(key);
+                    }
+                }
+                keys
             }
+        };
+        // Each record: its branch, its time, its result columns (or what failed), the rows
+        // leaving.
+        let mut records = Vec::new();
+        let forgotten = &mut self.forgotten;
+        for key in keys {
+            let Some(state) = windows.get_mut(&key) else {
+                continue;
+            };
             let mut emitted = 0usize;
             while state.due_ns(window).is_some() {
                 if !force && (!state.is_due(window, reached_ns) || emitted >= MAX_RECORDS_PER_PASS)
@@ -524,31 +578,31 @@ impl Graph {
                     break;
                 }
                 emitted += 1;
+                // The record keeps the minimum input low watermark (spec): the window's start.
+                let time_ns = state.start_ns().unwrap_or(reached_ns);
                 let result = state.finish(window);
                 let leaving = if force {
                     state.drain()
                 } else {
                     state.step(window)
                 };
-                records.push((key.clone(), result, leaving));
+                records.push((key.clone(), time_ns, result, leaving));
                 if force {
                     break;
                 }
             }
-        }
-        let forgotten = &mut self.forgotten;
-        windows.retain(|key, state| {
-            let keep = state.retained_rows() > 0;
-            if !keep {
-                forgotten.push((index, key.clone()));
+            if state.retained_rows() == 0 {
+                windows.remove(&key);
+                forgotten.push((index, key));
+            } else if let Some(next) = state.due_ns(window) {
+                due.insert((next, key));
             }
-            keep
-        });
+        }
         let branch = processor
             .inputs
             .first()
             .and_then(|input| plan.relays[input.relay].branch);
-        for (key, result, leaving) in records {
+        for (key, time_ns, result, leaving) in records {
             let record = result
                 .map_err(|error| error.to_string())
                 .and_then(|mut columns| {
@@ -562,7 +616,7 @@ impl Graph {
                         batch,
                         key,
                         acks: Vec::new(),
-                        times: None,
+                        times: Some(Arc::new(Int64Array::from_value(time_ns, 1))),
                     };
                     self.route_released(index, &frame, at, cx);
                     for run in &leaving {
@@ -748,7 +802,7 @@ impl Graph {
                     (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
                         windows.values().filter_map(|w| w.due_ns(window)).min()
                     }
-                    (NodeWork::Correlate(plan), WorkState::Correlate { branches }) => branches
+                    (NodeWork::Correlate(plan), WorkState::Correlate { branches, .. }) => branches
                         .values()
                         .filter_map(|b| b.due_ns(plan.max_time_ns))
                         .min(),
@@ -771,7 +825,7 @@ impl Graph {
                     false
                 }
                 WorkState::Window { windows, .. } => windows.remove(key).is_some(),
-                WorkState::Correlate { branches } => {
+                WorkState::Correlate { branches, .. } => {
                     branches.remove(key);
                     false
                 }
@@ -793,7 +847,7 @@ impl Graph {
                 WorkState::Window { windows, .. } => {
                     windows.values().map(|w| w.retained_rows()).sum()
                 }
-                WorkState::Correlate { branches } => {
+                WorkState::Correlate { branches, .. } => {
                     branches.values().map(|b| b.pending_rows()).sum()
                 }
                 _ => 0,
