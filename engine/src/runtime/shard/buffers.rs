@@ -107,9 +107,10 @@ impl RouteBuffers {
     }
 
     /// Flushes every buffer whose deadline has come, each frame with its buffer's opening
-    /// number: the caller publishes the frames of all routes oldest buffer first, so a branch
-    /// whose rows came later (an end of input, a far-ahead event time) does not overtake rows
-    /// buffered before it, on this route or another, and move a downstream watermark past them.
+    /// number: the caller publishes the frames of all routes by earliest event time, then
+    /// oldest buffer, so a branch whose rows are later (an end of input, a far-ahead event
+    /// time) does not overtake rows of the same input on another route or branch and move a
+    /// downstream watermark past them.
     pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) {
         let schema = &self.schema;
         self.buffers.retain(|key, buffer| {

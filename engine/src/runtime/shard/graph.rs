@@ -1279,8 +1279,12 @@ impl Graph {
                 );
             }
         }
-        // Oldest buffer first across every route (see `RouteBuffers::tick`).
-        out.sort_by_key(|(opened, ..)| *opened);
+        // Earliest event time first, then oldest buffer, across every route: one input batch
+        // fans out over routes and branches in route order, so without this a later row on an
+        // earlier route (an end of input, a far-ahead event time) could reach a window before
+        // earlier rows on other routes and move its watermark past them (see
+        // `RouteBuffers::tick`). Frames without event time keep their buffers' order.
+        out.sort_by_cached_key(|(opened, _, _, frame)| (earliest_time_ns(frame), *opened));
         for (_, node, relay, frame) in out {
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
@@ -1397,4 +1401,13 @@ fn mark_nacked(runs: &[AckRun], rows: impl Iterator<Item = u32>, nacked: &mut [b
             *flag = true;
         }
     }
+}
+
+/// A frame's earliest row time (None, which sorts first, when it carries no event time).
+fn earliest_time_ns(frame: &Frame) -> Option<i64> {
+    frame
+        .times
+        .as_ref()
+        .and_then(|t| t.as_any().downcast_ref::<arrow_array::Int64Array>())
+        .and_then(|t| t.values().iter().min().copied())
 }

@@ -799,8 +799,10 @@ impl Graph {
                             .filter_map(|b| b.due_ns(*max_time_ns))
                             .min()
                     }
-                    (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
-                        windows.values().filter_map(|w| w.due_ns(window)).min()
+                    // The index's first entry: a stale one is never later than the true
+                    // earliest, and waking for it only drops it.
+                    (NodeWork::Window(_), WorkState::Window { due, .. }) => {
+                        due.first().map(|(at_ns, _)| *at_ns)
                     }
                     (NodeWork::Correlate(plan), WorkState::Correlate { branches, .. }) => branches
                         .values()
