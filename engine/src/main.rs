@@ -38,6 +38,8 @@ enum Command {
     Demo(cli::demo::DemoArguments),
     /// Local stand-ins for external systems (`nervix dev kafka`: a mock Kafka cluster).
     Dev(cli::dev::DevArguments),
+    /// Back up or restore a node's runtime state (keyspaces, windows, Kafka domain offsets).
+    State(cli::state::StateArguments),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(bench) => cli::bench::run(&bench),
         Command::Demo(demo) => cli::demo::run(&demo),
         Command::Dev(dev) => cli::dev::run(&dev),
+        Command::State(state) => cli::state::run(&state),
     };
     match outcome {
         Ok(status) => status.into(),

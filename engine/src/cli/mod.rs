@@ -12,6 +12,7 @@ mod diff;
 pub mod fmt;
 mod input;
 pub mod serve;
+pub mod state;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -22,6 +22,12 @@
 //! them is written in one transaction and may carry a ticket: once the transaction committed,
 //! the writer sends the ticket back on the shard's channel, which is when the shard may
 //! acknowledge the rows the snapshot covers.
+//!
+//! [`backup`] copies the whole store into one file (an LMDB compacted copy, consistent while a
+//! node runs) and [`restore`] installs such a file into a stopped node's data directory: the
+//! deduplication keyspaces come back with every key's first sighting, so archived duplicates
+//! are suppressed and keys expire MAX TIME after their archived first sighting (spec
+//! "Deduplicator"); windows and OFFSET BY DOMAIN offsets come back too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -47,6 +53,8 @@ pub enum StateStoreError {
         #[source]
         source: heed::Error,
     },
+    #[error("no runtime state in {dir} (has a node run with this data directory?)")]
+    Missing { dir: PathBuf },
     #[error("runtime state in {dir}: {source}")]
     Io {
         dir: PathBuf,
@@ -92,6 +100,118 @@ pub fn processor_key(domain: &str, processor: &str) -> String {
     format!("proc/{domain}/{processor}/")
 }
 
+/// The environment in `dir` (an existing directory) with its two databases.
+#[allow(clippy::type_complexity)]
+fn open_env(
+    dir: &Path,
+) -> Result<
+    (
+        Env<WithoutTls>,
+        Database<'static, Bytes, Bytes>,
+        Database<'static, Bytes, Bytes>,
+    ),
+    StateStoreError,
+> {
+    let lmdb = |source| StateStoreError::Lmdb {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let mut options = EnvOpenOptions::new().read_txn_without_tls();
+    options.map_size(MAP_SIZE_BYTES).max_dbs(2);
+    // SAFETY: heed marks opening unsafe because the memory map is undefined behaviour if the
+    // file is modified other than through LMDB. This directory belongs to this store alone
+    // (one environment per process; LMDB's lock file coordinates processes), no unsafe flags
+    // are set, and the data directory is documented as local storage.
+    #[allow(unsafe_code)]
+    let env = unsafe { options.open(dir) }.map_err(lmdb)?;
+    let wtxn = env.write_txn().map_err(lmdb)?;
+    let (offsets, processors) = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
+            let offsets = opener.create_database::<Bytes, Bytes>(wtxn, Some("kafka_offsets"))?;
+            let processors =
+                opener.create_database::<Bytes, Bytes>(wtxn, Some("processor_state"))?;
+            Ok(CommitOrAbort::<_, ()>::Commit((offsets, processors)))
+        })
+        .map_err(lmdb)?
+        .unwrap_commit();
+    Ok((env, offsets, processors))
+}
+
+/// What a backup holds: Kafka partitions with a stored next offset, and processor branch
+/// snapshots (deduplication keyspaces with every key's first sighting, windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackupSummary {
+    pub kafka_partitions: u64,
+    pub processor_branches: u64,
+}
+
+/// Counts what the environment in `dir` holds; returns it open for further use.
+fn summarize(dir: &Path) -> Result<(BackupSummary, Env<WithoutTls>), StateStoreError> {
+    let (env, offsets, processors) = open_env(dir)?;
+    let lmdb = |source| StateStoreError::Lmdb {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let rtxn = env.read_txn().map_err(lmdb)?;
+    let summary = BackupSummary {
+        kafka_partitions: offsets.len(&rtxn).map_err(lmdb)?,
+        processor_branches: processors.len(&rtxn).map_err(lmdb)?,
+    };
+    drop(rtxn);
+    Ok((summary, env))
+}
+
+/// Writes the runtime state of the node in `data_dir` to the file `to` (which must not exist):
+/// one compacted LMDB copy, taken in one read transaction, so it is consistent even while the
+/// node runs (up to its last committed snapshot).
+pub fn backup(data_dir: &Path, to: &Path) -> Result<BackupSummary, StateStoreError> {
+    let dir = data_dir.join(STATE_DIR);
+    if !dir.join("data.mdb").is_file() {
+        return Err(StateStoreError::Missing { dir });
+    }
+    let (summary, env) = summarize(&dir)?;
+    env.copy_to_path(to, heed::CompactionOption::Enabled)
+        .map_err(|source| StateStoreError::Lmdb {
+            dir: to.to_path_buf(),
+            source,
+        })?;
+    Ok(summary)
+}
+
+/// Makes the backup file `from` the runtime state of `data_dir`, replacing what it held. The
+/// node must be stopped: a running node keeps its own state open and would overwrite it. The
+/// file is checked (opened as a runtime state, counted) in a staging directory first, so a
+/// bad file leaves the current state untouched.
+pub fn restore(data_dir: &Path, from: &Path) -> Result<BackupSummary, StateStoreError> {
+    let io = |dir: &Path| {
+        let dir = dir.to_path_buf();
+        move |source| StateStoreError::Io { dir, source }
+    };
+    let dir = data_dir.join(STATE_DIR);
+    let staging = data_dir.join(format!("{STATE_DIR}.restoring"));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(io(&staging))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
+    std::fs::copy(from, staging.join("data.mdb")).map_err(io(from))?;
+    // The staging environment is closed (dropped) before its directory moves.
+    let summary = match summarize(&staging) {
+        Ok((summary, env)) => {
+            drop(env);
+            summary
+        }
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(error);
+        }
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    }
+    std::fs::rename(&staging, &dir).map_err(io(&dir))?;
+    Ok(summary)
+}
+
 /// The key prefix of one ingestor's offsets.
 pub fn kafka_key(domain: &str, ingestor: &str) -> String {
     format!("kafka/{domain}/{ingestor}/")
@@ -105,29 +225,7 @@ impl RuntimeState {
             dir: dir.clone(),
             source,
         })?;
-        let lmdb = |source| StateStoreError::Lmdb {
-            dir: dir.clone(),
-            source,
-        };
-        let mut options = EnvOpenOptions::new().read_txn_without_tls();
-        options.map_size(MAP_SIZE_BYTES).max_dbs(2);
-        // SAFETY: heed marks opening unsafe because the memory map is undefined behaviour if
-        // the file is modified other than through LMDB. This directory belongs to this store
-        // alone (one environment per process; LMDB's lock file coordinates processes), no
-        // unsafe flags are set, and the data directory is documented as local storage.
-        #[allow(unsafe_code)]
-        let env = unsafe { options.open(&dir) }.map_err(lmdb)?;
-        let wtxn = env.write_txn().map_err(lmdb)?;
-        let (offsets, processors) = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, heed::Error> {
-                let offsets =
-                    opener.create_database::<Bytes, Bytes>(wtxn, Some("kafka_offsets"))?;
-                let processors =
-                    opener.create_database::<Bytes, Bytes>(wtxn, Some("processor_state"))?;
-                Ok(CommitOrAbort::<_, ()>::Commit((offsets, processors)))
-            })
-            .map_err(lmdb)?
-            .unwrap_commit();
+        let (env, offsets, processors) = open_env(&dir)?;
         let (queue, snapshots) = async_channel::bounded::<Snapshot>(STATE_QUEUE_SNAPSHOTS);
         let writer_env = env.clone();
         let writer = std::thread::Builder::new()
@@ -326,6 +424,26 @@ mod tests {
         );
         assert_eq!(state.kafka_offsets(&other).expect("read"), vec![(0, 99)]);
         state.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn backup_needs_state_and_a_bad_restore_leaves_the_state_alone() {
+        let dir = std::env::temp_dir().join(format!("nervix-state-br-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let archive = dir.join("backup.mdb");
+        assert!(matches!(
+            backup(&dir, &archive),
+            Err(StateStoreError::Missing { .. })
+        ));
+        let garbage = dir.join("garbage");
+        std::fs::write(&garbage, b"not an LMDB file").expect("write");
+        std::fs::create_dir_all(dir.join(STATE_DIR)).expect("state dir");
+        std::fs::write(dir.join(STATE_DIR).join("marker"), b"kept").expect("marker");
+        assert!(restore(&dir, &garbage).is_err());
+        assert!(dir.join(STATE_DIR).join("marker").is_file());
+        assert!(!dir.join(format!("{STATE_DIR}.restoring")).exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
