@@ -101,7 +101,8 @@ impl FetchQueue {
         // the partition queue handle returned is destroyed right after forwarding (the
         // forwarding itself holds its own reference to this queue).
         unsafe {
-            let source = rdsys::rd_kafka_queue_get_partition(client, self.topic.as_ptr(), partition);
+            let source =
+                rdsys::rd_kafka_queue_get_partition(client, self.topic.as_ptr(), partition);
             if source.is_null() {
                 return false;
             }
