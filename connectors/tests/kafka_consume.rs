@@ -4,7 +4,9 @@
 //! Covers: produce-then-consume through a named group (every record exactly once, keys,
 //! headers and offsets right); manual commits resumed by a new consumer of the same group;
 //! seeking back re-delivers; assigned mode with explicit offsets and the blocking metadata
-//! lookups; two consumers of one group splitting the partitions with rebalance events.
+//! lookups; two consumers of one group splitting the partitions with rebalance events; one
+//! consumer leaving and rejoining its group, so the same partitions are revoked and assigned
+//! to it again (its records must keep arriving, in offset order, after the new assignment).
 //! Every wait polls against a deadline; nothing sleeps and hopes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -220,6 +222,69 @@ fn manual_commit_resumes_at_committed_offset_and_seek_redelivers() {
         vec![7, 8, 9]
     );
     assert_eq!(again[0].payload, b"v7");
+}
+
+#[test]
+fn a_consumer_that_leaves_and_rejoins_reads_on_in_offset_order() {
+    let mock = MockKafka::start(1, 2).expect("mock");
+    mock.create_topic("rejoin", 2).expect("topic");
+    produce(&mock, "rejoin", 20);
+    let group = ConsumerGroup::Named("g-rejoin".into());
+    let mut consumer =
+        KafkaConsumer::new(&config(&mock, &[]), group, "rejoin", false).expect("consumer");
+    let first = consume(&mut consumer, 20);
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    for record in &first {
+        next.insert(record.partition, record.offset + 1);
+    }
+    let positions: Vec<(i32, i64)> = next.iter().map(|(&p, &o)| (p, o)).collect();
+    consumer.commit(&positions).expect("commit");
+    let until = deadline();
+    loop {
+        consumer.poll_batch(BATCH_RECORDS, |_| {}).expect("poll");
+        let committed = consumer
+            .committed_offsets(&[0, 1], Duration::from_millis(LOOKUP_TIMEOUT_MS))
+            .expect("committed");
+        let expected: Vec<(i32, Option<i64>)> =
+            positions.iter().map(|&(p, o)| (p, Some(o))).collect();
+        if committed == expected {
+            break;
+        }
+        assert!(Instant::now() < until, "commit not visible: {committed:?}");
+        idle();
+    }
+
+    // Leave: the revocation is served by polls.
+    consumer.unsubscribe().expect("unsubscribe");
+    let until = deadline();
+    while !consumer.assignment().expect("assignment").is_empty() {
+        assert!(Instant::now() < until, "the revocation never came");
+        consumer.poll_batch(BATCH_RECORDS, |_| {}).expect("poll");
+        idle();
+    }
+    produce(&mock, "rejoin", 20);
+
+    // Rejoin: the same partitions come back and read on from the committed offsets.
+    consumer.resubscribe().expect("resubscribe");
+    let second = consume(&mut consumer, 20);
+    let mut offsets: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for record in &second {
+        offsets
+            .entry(record.partition)
+            .or_default()
+            .push(record.offset);
+    }
+    for (partition, offsets) in offsets {
+        let from = next[&partition];
+        let expected: Vec<i64> = (from..from + offsets.len() as i64).collect();
+        assert_eq!(offsets, expected, "partition {partition} after the rejoin");
+    }
+    let events = consumer.take_rebalance_events();
+    assert_eq!(
+        events.last(),
+        Some(&RebalanceEvent::Assigned(vec![0, 1])),
+        "{events:?}"
+    );
 }
 
 #[test]

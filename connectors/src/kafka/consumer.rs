@@ -4,8 +4,11 @@
 //! views, rebalance and commit-error bookkeeping, asynchronous commits, seeks, pause/resume and
 //! leaving/rejoining the group on quiesce.
 //!
+//! Records of assigned partitions are read many per call from a queue of their own
+//! ([`super::fetch`]); events stay on the consumer queue.
+//!
 //! Why it is correct on a glommio shard: [`KafkaConsumer::poll_batch`] only calls librdkafka's
-//! `poll` with a zero timeout, and every other hot-path method hands a request to librdkafka's
+//! `poll` and batch consume with a zero timeout, and every other hot-path method hands a request to librdkafka's
 //! own threads without waiting for a broker (asynchronous commit, seek with a zero timeout,
 //! assign, pause, resume, subscribe, unsubscribe). Rebalance and commit callbacks run inside
 //! `poll`, on the calling thread, and only append to lists the caller drains afterwards, so the
@@ -21,6 +24,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 
+use super::fetch::{FetchQueue, Fetched};
 use super::headers::KafkaHeaders;
 use super::{classify, client_config, creation_error};
 use crate::ConnectorError;
@@ -89,6 +93,9 @@ pub struct KafkaRecord<'a> {
 #[derive(Default)]
 struct Collected {
     rebalances: Vec<RebalanceEvent>,
+    /// Partitions assigned since the last poll whose records must be forwarded to the fetch
+    /// queue (librdkafka forgets a forwarding when it stops fetching a partition).
+    to_forward: Vec<i32>,
     commit_errors: Vec<String>,
     /// The latest non-fatal client error (transport, unknown topic…), for DESCRIBE INGESTOR.
     error: Option<ConnectorError>,
@@ -147,7 +154,9 @@ impl ConsumerContext for Context {
     fn post_rebalance(&self, _: &BaseConsumer<Context>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(list) = rebalance {
             let partitions = self.partitions_of(list);
-            self.collected()
+            let mut collected = self.collected();
+            collected.to_forward.extend_from_slice(&partitions);
+            collected
                 .rebalances
                 .push(RebalanceEvent::Assigned(partitions));
         }
@@ -189,6 +198,10 @@ impl ConsumerContext for Context {
 /// Dropping it closes the consumer, which **BLOCKS** while it leaves the group (see
 /// [`KafkaConsumer::close`]).
 pub struct KafkaConsumer {
+    /// Where the assigned partitions' records are read from (`None`: librdkafka could not make
+    /// the queue, and records stay on the consumer queue). Declared before `consumer`, so it
+    /// is destroyed before the client it belongs to.
+    fetch: Option<FetchQueue>,
     consumer: BaseConsumer<Context>,
     topic: String,
     group: ConsumerGroup,
@@ -274,7 +287,9 @@ impl KafkaConsumer {
                 .subscribe(&[topic])
                 .map_err(|error| classify("subscribe", &error))?;
         }
+        let fetch = FetchQueue::new(consumer.client().native_ptr(), topic);
         Ok(KafkaConsumer {
+            fetch,
             consumer,
             topic: topic.to_string(),
             group,
@@ -302,6 +317,9 @@ impl KafkaConsumer {
     ) -> Result<usize, ConnectorError> {
         let mut delivered = 0;
         let mut events = 0;
+        // The consumer queue first: events, and records of partitions not forwarded yet, which
+        // precede anything of theirs on the fetch queue.
+        let mut drained = false;
         while delivered < max_records && events < MAX_EVENTS_PER_BATCH {
             let served_before = self.consumer.context().served.load(Ordering::Relaxed);
             match self.consumer.poll(Duration::ZERO) {
@@ -320,27 +338,82 @@ impl KafkaConsumer {
                 Some(Err(KafkaError::PartitionEOF(_))) => events += 1,
                 Some(Err(error)) => {
                     events += 1;
-                    if let Some((code, reason)) = self.consumer.client().fatal_error() {
-                        return Err(ConnectorError::permanent(format!(
-                            "kafka consumer failed fatally: {code}: {reason}"
-                        )));
-                    }
-                    if matches!(error, KafkaError::MessageConsumptionFatal(_)) {
-                        return Err(classify("consumer", &error));
-                    }
-                    tracing::debug!(topic = %self.topic, "kafka consumer error: {error}");
-                    self.consumer.context().collected().error = Some(classify("consumer", &error));
+                    self.consumer_error(&error)?;
                 }
                 None => {
                     let served = self.consumer.context().served.load(Ordering::Relaxed);
                     if served == served_before {
+                        drained = true;
                         break;
                     }
                     events += 1;
                 }
             }
         }
+        self.forward_assigned();
+        let Some(fetch) = self.fetch.as_mut().filter(|_| drained) else {
+            return Ok(delivered);
+        };
+        let mut error = None;
+        while delivered < max_records && events < MAX_EVENTS_PER_BATCH {
+            let taken = fetch.consume(max_records - delivered, |fetched| match fetched {
+                Fetched::Record(record) => {
+                    each(record);
+                    delivered += 1;
+                }
+                Fetched::PartitionEof => events += 1,
+                Fetched::Error(code) => {
+                    events += 1;
+                    error = Some(code);
+                }
+            });
+            if taken == 0 {
+                break;
+            }
+        }
+        if let Some(code) = error {
+            self.consumer_error(&KafkaError::MessageConsumption(code.into()))?;
+        }
         Ok(delivered)
+    }
+
+    /// A consumer error a poll returned: fatal ones end the consumer (`Err`), the others are
+    /// kept for [`KafkaConsumer::take_error`].
+    fn consumer_error(&self, error: &KafkaError) -> Result<(), ConnectorError> {
+        if let Some((code, reason)) = self.consumer.client().fatal_error() {
+            return Err(ConnectorError::permanent(format!(
+                "kafka consumer failed fatally: {code}: {reason}"
+            )));
+        }
+        if matches!(error, KafkaError::MessageConsumptionFatal(_)) {
+            return Err(classify("consumer", error));
+        }
+        tracing::debug!(topic = %self.topic, "kafka consumer error: {error}");
+        self.consumer.context().collected().error = Some(classify("consumer", error));
+        Ok(())
+    }
+
+    /// Forwards the partitions assigned since the last call to the fetch queue.
+    fn forward_assigned(&mut self) {
+        let partitions = std::mem::take(&mut self.consumer.context().collected().to_forward);
+        self.forward(&partitions);
+    }
+
+    /// Forwards `partitions`' records to the fetch queue.
+    fn forward(&self, partitions: &[i32]) {
+        let Some(fetch) = &self.fetch else {
+            return;
+        };
+        let client = self.consumer.client().native_ptr();
+        for &partition in partitions {
+            if !fetch.forward(client, partition) {
+                tracing::warn!(
+                    topic = %self.topic,
+                    "kafka partition {partition} has no queue to forward; its records stay on \
+                     the consumer queue"
+                );
+            }
+        }
     }
 
     /// The assignment changes served by polls since the last call, in order.
@@ -398,7 +471,10 @@ impl KafkaConsumer {
         let list = self.partition_list(positions)?;
         self.consumer
             .assign(&list)
-            .map_err(|error| classify("assign", &error))
+            .map_err(|error| classify("assign", &error))?;
+        let partitions: Vec<i32> = positions.iter().map(|&(partition, _)| partition).collect();
+        self.forward(&partitions);
+        Ok(())
     }
 
     /// Pauses fetching of every currently assigned partition (partitions assigned by a later

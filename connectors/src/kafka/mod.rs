@@ -18,6 +18,7 @@
 //! each constructor documents and overrides.
 
 mod consumer;
+mod fetch;
 mod headers;
 mod mock;
 mod producer;

@@ -231,12 +231,11 @@ async fn consume(
             }
         }
         let polled = {
-            let mut shard = state.borrow_mut();
             // While no record may be taken, poll only when paused, to serve the group: a paused
             // consumer delivers no records, and one that still arrives is not taken (its
             // partition is rewound to it).
             let max = if take == 0 && paused { 1 } else { take };
-            consumer.poll_batch(max, |record| shard.kafka_take(target, &record))
+            state.borrow_mut().kafka_poll(target, &mut consumer, max)
         };
         let polled = match polled {
             Ok(polled) => polled,

@@ -18,7 +18,8 @@
 
 use std::sync::Arc;
 
-use nervix_connectors::kafka::KafkaRecord;
+use nervix_connectors::kafka::{KafkaConsumer, KafkaRecord};
+use nervix_connectors::ConnectorError;
 
 use super::endpoint::{INGEST_GROUP_IDLE_NS, INGEST_GROUP_MESSAGES};
 use super::graph::{Instant, PayloadToken};
@@ -260,11 +261,23 @@ impl ShardState {
         })
     }
 
-    /// Decodes one polled record into the open group of `target`. A record that cannot be
-    /// admitted now (no window or slab room, or its partition waits to be rewound) is not
-    /// taken: its partition is rewound to it, so it is read again.
-    pub fn kafka_take(&mut self, target: &KafkaTarget, record: &KafkaRecord<'_>) {
+    /// Polls at most `max` records of `consumer` into the open group of `target`; returns how
+    /// many were polled. The clocks are read once for the whole poll: its records count as
+    /// taken at the poll's instant.
+    pub fn kafka_poll(
+        &mut self,
+        target: &KafkaTarget,
+        consumer: &mut KafkaConsumer,
+        max: usize,
+    ) -> Result<usize, ConnectorError> {
         let at = self.instant();
+        consumer.poll_batch(max, |record| self.kafka_take(target, &record, at))
+    }
+
+    /// Decodes one polled record into the open group of `target`, taken at `at`. A record
+    /// that cannot be admitted now (no window or slab room, or its partition waits to be
+    /// rewound) is not taken: its partition is rewound to it, so it is read again.
+    fn kafka_take(&mut self, target: &KafkaTarget, record: &KafkaRecord<'_>, at: Instant) {
         let now_ns = at.now.physical_ns;
         let draining = self.draining;
         let Some(run) = self.runs.get_mut(&target.domain) else {
