@@ -7,7 +7,8 @@
 //! - `== nspl` — statements run through the console (domain `cases`, producer ingestor
 //!   `rows_in` unless named otherwise, consumer emitter `rows_out`).
 //! - `== fields [<ingestor>]` — a producer's fields, one `name TYPE` per line; one producer
-//!   is opened per `fields` section (the ingestor defaults to `rows_in`).
+//!   is opened per `fields` section (the ingestor defaults to `rows_in`); `name TYPE
+//!   OPTIONAL` declares a field that may be null.
 //! - `== send [<ingestor>]` — one batch to that producer: a JSON object per line.
 //! - `== outcomes [<ingestor>]` — waits for the terminal outcomes of that producer's batches,
 //!   one `<n> <outcome>` per line: the `n`th batch sent to it (from 1) and `completed`,
@@ -152,7 +153,7 @@ fn parse(path: &Path) -> Case {
 }
 
 fn arrow_type(nspl: &str) -> DataType {
-    match nspl {
+    match nspl.trim_end_matches(" OPTIONAL") {
         "STRING" => DataType::Utf8,
         "I64" => DataType::Int64,
         "F64" => DataType::Float64,
@@ -166,7 +167,7 @@ fn batch(fields: &[(String, String)], lines: &[String]) -> RecordBatch {
     let schema = Arc::new(Schema::new(
         fields
             .iter()
-            .map(|(name, ty)| Field::new(name, arrow_type(ty), false))
+            .map(|(name, ty)| Field::new(name, arrow_type(ty), ty.ends_with(" OPTIONAL")))
             .collect::<Vec<_>>(),
     ));
     // arrow-json parses offset time zones only: read DATETIME at +00:00, then name it UTC.
@@ -178,7 +179,7 @@ fn batch(fields: &[(String, String)], lines: &[String]) -> RecordBatch {
                 DataType::Timestamp(unit, Some(_)) => Field::new(
                     f.name(),
                     DataType::Timestamp(*unit, Some("+00:00".into())),
-                    false,
+                    f.is_nullable(),
                 ),
                 _ => f.as_ref().clone(),
             })
@@ -250,15 +251,17 @@ fn run(path: &Path) {
         for (ingestor, spec) in &case.fields {
             let field_spec: Vec<(&str, &str)> =
                 spec.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
-            let opened = producer(
-                &session,
-                "cases",
-                ingestor,
-                fields(&field_spec),
-                64,
-                1 << 24,
-            )
-            .await;
+            let declared: Vec<nervix_net::session::frame::ExpectedField> = fields(&field_spec)
+                .into_iter()
+                .map(|mut field| {
+                    if let Some(ty) = field.type_text.strip_suffix(" OPTIONAL") {
+                        field.type_text = ty.to_string();
+                        field.optional = true;
+                    }
+                    field
+                })
+                .collect();
+            let opened = producer(&session, "cases", ingestor, declared, 64, 1 << 24).await;
             producers.insert(
                 ingestor.clone(),
                 Open {

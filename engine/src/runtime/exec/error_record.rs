@@ -24,6 +24,8 @@ use crate::vm::{EnvelopeView, EvalContext};
 
 /// The error code every expression failure carries in `error.code`.
 pub const EXPRESSION_ERROR_CODE: &str = "message_error";
+/// The error code of a row refused at admission (spec: code validation, operation admit).
+pub const ADMISSION_ERROR_CODE: &str = "validation";
 
 /// Error records for `failed` rows: one batch per branch, each with its input rows; plus
 /// the rows whose error record itself failed (they follow LOG).
@@ -47,6 +49,8 @@ pub struct Failed<'a> {
     /// The source envelope of `input`'s rows (ingestors that read it), else None.
     pub envelope: Option<&'a EnvelopeView>,
     pub now_ns: i64,
+    /// `error.code` of every record ([`EXPRESSION_ERROR_CODE`] for expression failures).
+    pub code: &'a str,
 }
 
 pub fn build(
@@ -63,6 +67,7 @@ pub fn build(
         state,
         envelope,
         now_ns,
+        code,
     } = *failed_rows;
     let indices = UInt32Array::from_iter_values(failed.iter().map(|(row, _)| *row));
     let n = failed.len();
@@ -85,7 +90,7 @@ pub fn build(
     let partial_rows = gather(partial);
     let error_columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![route.label.as_str(); n])),
-        Arc::new(StringArray::from(vec![EXPRESSION_ERROR_CODE; n])),
+        Arc::new(StringArray::from(vec![code; n])),
         Arc::new(StringArray::from_iter_values(
             failed
                 .iter()

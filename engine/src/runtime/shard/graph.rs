@@ -21,6 +21,7 @@
 //! a row failing under ON MESSAGE ERROR LOG nacks its root. So a payload resolves exactly when
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
+mod admit;
 mod correlate;
 mod generator;
 mod output;
@@ -424,6 +425,7 @@ impl Graph {
                 state: &state,
                 envelope: None,
                 now_ns: at.snapshot_ns,
+                code: error_record::EXPRESSION_ERROR_CODE,
             },
         );
         let mut per_run = vec![0u64; frame.acks.len()];
@@ -546,6 +548,16 @@ impl Graph {
             key: BranchKey::Unbranched,
             acks,
             times,
+        };
+        // Rows without an event time are not admitted (their routes' error policies apply).
+        let missing = admit::missing_times(&frame);
+        let (frame, envelope) = if missing.is_empty() {
+            (frame, envelope)
+        } else {
+            match self.refuse_missing_times(index, frame, &missing, envelope, at, cx) {
+                Some(admitted) => admitted,
+                None => return,
+            }
         };
         let ingestor = &plan.ingestors[index];
         self.process(

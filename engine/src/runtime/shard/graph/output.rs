@@ -114,6 +114,7 @@ impl Graph {
                         state: &self.broadcast_state.clone(),
                         envelope,
                         now_ns: at.snapshot_ns,
+                        code: error_record::EXPRESSION_ERROR_CODE,
                     },
                 );
                 for (key, batch, rows) in records.groups {
