@@ -162,6 +162,7 @@ impl Graph {
         let WorkState::Correlate {
             branches,
             watermarks_ns,
+            due: due_index,
         } = &mut self.work[index]
         else {
             return;
@@ -199,6 +200,9 @@ impl Graph {
             }
         };
         let due = state.due_ns(plan.max_time_ns);
+        if let Some(due) = due {
+            due_index.insert((due, frame.key.clone()));
+        }
         let to_frame = |rows: &[u32]| -> Vec<u32> {
             rows.iter().map(|row| frame_rows[*row as usize]).collect()
         };
@@ -314,6 +318,7 @@ impl Graph {
         let WorkState::Correlate {
             branches,
             watermarks_ns,
+            due,
         } = &mut self.work[index]
         else {
             return;
@@ -327,21 +332,35 @@ impl Graph {
         };
         let now_ns = watermark.map_or(now_ns, |w| w.max(now_ns));
         let mut out = Settled::default();
-        match only {
-            // A frame's own branch: looked up, so a frame costs nothing per other branch.
-            Some(key) => {
-                if let Some(state) = branches.get_mut(key) {
-                    settle_branch(state, correlate, now_ns, force, &mut out);
-                    if state.pending_rows() == 0 {
-                        branches.remove(key);
-                    }
-                }
+        // The branches to look at: the one asked for, every one (ended early), or those the
+        // index says have rows due — so a tick costs the due branches, not every branch.
+        let keys: Vec<BranchKey> = match only {
+            Some(key) => vec![key.clone()],
+            None if force => {
+                due.clear();
+                branches.keys().cloned().collect()
             }
             None => {
-                for state in branches.values_mut() {
-                    settle_branch(state, correlate, now_ns, force, &mut out);
+                let mut keys = Vec::new();
+                while due.first().is_some_and(|(at_ns, _)| *at_ns <= now_ns) {
+                    let (_, key) = due.pop_first().expect("first exists");
+                    keys.push(key);
                 }
-                branches.retain(|_, state| state.pending_rows() > 0);
+                keys
+            }
+        };
+        for key in keys {
+            let Some(state) = branches.get_mut(&key) else {
+                continue;
+            };
+            settle_branch(state, correlate, now_ns, force, &mut out);
+            match state.due_ns(correlate.max_time_ns) {
+                Some(next) => {
+                    due.insert((next, key));
+                }
+                None => {
+                    branches.remove(&key);
+                }
             }
         }
         let Settled { logs, acked, ended } = out;

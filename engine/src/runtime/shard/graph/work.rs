@@ -235,6 +235,9 @@ pub(super) enum WorkState {
         /// measured against the earlier of the two (with the domain clock): a side that lags
         /// has rows still to come that may pair with the other side's pending rows.
         watermarks_ns: [Option<i64>; 2],
+        /// (due, branch) of every branch with pending rows, so a tick visits only branches
+        /// with rows due; entries may be stale (a popped one is checked against its branch).
+        due: BTreeSet<(i64, BranchKey)>,
     },
     Generate(super::generator::GeneratorState),
 }
@@ -259,6 +262,7 @@ impl WorkState {
             NodeWork::Correlate(_) => WorkState::Correlate {
                 branches: HashMap::new(),
                 watermarks_ns: [None, None],
+                due: BTreeSet::new(),
             },
             NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
@@ -804,10 +808,9 @@ impl Graph {
                     (NodeWork::Window(_), WorkState::Window { due, .. }) => {
                         due.first().map(|(at_ns, _)| *at_ns)
                     }
-                    (NodeWork::Correlate(plan), WorkState::Correlate { branches, .. }) => branches
-                        .values()
-                        .filter_map(|b| b.due_ns(plan.max_time_ns))
-                        .min(),
+                    (NodeWork::Correlate(_), WorkState::Correlate { due, .. }) => {
+                        due.first().map(|(at_ns, _)| *at_ns)
+                    }
                     (NodeWork::Generate { source, .. }, WorkState::Generate(_)) => {
                         self.generator_deadline(index, *source)
                     }
