@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use nervix_nspl::ast::processor::TimeoutAction;
 use nervix_shards::ack::AckHandle;
 use nervix_shards::branch_key::BranchKey;
@@ -144,11 +144,7 @@ impl Graph {
         };
         // Rows whose MAX TIME is up leave first: a row matches partners younger than that.
         self.settle_correlations(index, Some(&frame.key), at.snapshot_ns, false, cx);
-        let times = kept
-            .times
-            .as_ref()
-            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
-            .filter(|t| t.null_count() == 0);
+        let times = kept.event_times();
         let kept_frame_rows = kept.frame_rows();
         let frame_rows: &[u32] = kept_frame_rows.values();
         let roots = if detached {

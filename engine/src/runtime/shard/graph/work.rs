@@ -53,6 +53,15 @@ impl Kept {
         }
     }
 
+    /// The kept rows' event times, when every kept row has one (else the caller uses the
+    /// execution snapshot).
+    pub fn event_times(&self) -> Option<Int64Array> {
+        self.times
+            .as_ref()
+            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
+            .filter(|t| t.null_count() == 0)
+    }
+
     /// The frame row of kept row `row`.
     pub fn frame_row(&self, row: u32) -> u32 {
         match &self.kept_rows {
@@ -480,10 +489,7 @@ impl Graph {
         let retained_acks = keep_units(frame, kept, detached, nacked, cx);
         // A row's time is its event time, or this execution's snapshot.
         let times = kept
-            .times
-            .as_ref()
-            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
-            .filter(|t| t.null_count() == 0)
+            .event_times()
             .unwrap_or_else(|| Int64Array::from_value(at.snapshot_ns, kept.rows));
         if let Err(error) = state.admit(times, args, kept.rows, retained_acks) {
             logs.push(format!("rows could not enter the window: {error}"));
