@@ -275,6 +275,8 @@ impl Picker {
 /// One branch's pending rows, both sides.
 pub struct BranchState {
     sides: [PendingRows; 2],
+    /// Changed since its last snapshot.
+    dirty: bool,
 }
 
 impl BranchState {
@@ -285,7 +287,19 @@ impl BranchState {
                 PendingRows::new(&side_schemas[0]),
                 PendingRows::new(&side_schemas[1]),
             ],
+            dirty: false,
         }
+    }
+
+    /// Whether the pending rows changed since the last snapshot.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Both sides, for a snapshot (which clears the dirty mark) or a restore.
+    pub(super) fn sides_mut(&mut self) -> &mut [PendingRows; 2] {
+        self.dirty = false;
+        &mut self.sides
     }
 
     /// Rows pending on both sides.
@@ -315,6 +329,7 @@ impl BranchState {
         for (side, expired) in self.sides.iter_mut().zip(out.iter_mut()) {
             let mut leaving = Vec::new();
             side.pop_due(reached_ns, max_time_ns, force, &mut leaving)?;
+            self.dirty |= !leaving.is_empty();
             for row in leaving {
                 expired.unmatched += usize::from(!row.matched);
                 expired.roots.extend(row.root);
@@ -336,6 +351,7 @@ impl BranchState {
         let other = incoming.side.other().index();
         let n = incoming.rows;
         let m = self.sides[other].len();
+        self.dirty = true;
         let mut free = MAX_PENDING_ROWS_PER_SIDE.saturating_sub(self.sides[own].len());
         let mut refused_flag = vec![false; n];
         if matcher.matching == MatchMode::All {

@@ -2,12 +2,16 @@
 //! records of `ON MESSAGE ERROR SEND TO` ([`error_record`]), and the branch-local state of the
 //! stateful processors: a deduplicator's keyspace ([`dedup`]), a reorderer's ordering buffer
 //! ([`reorder`]), a window's retained rows ([`window`]) and a correlator's pending rows
-//! ([`correlate`]).
+//! ([`correlate`]), with the snapshots of held rows ([`correlate_snapshot`],
+//! [`reorder_snapshot`], over [`state_codec`]).
 
 pub mod correlate;
+pub mod correlate_snapshot;
 pub mod dedup;
 pub mod error_record;
 pub mod pending_rows;
 pub mod reorder;
+pub mod reorder_snapshot;
 pub mod route;
+pub mod state_codec;
 pub mod window;

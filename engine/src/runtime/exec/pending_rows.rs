@@ -102,6 +102,15 @@ impl PendingRows {
         self.rows.front().map(|row| row.time_ns)
     }
 
+    /// Takes every row's acknowledgement root, in time order (a snapshot now holds the rows,
+    /// so their units are given up once it is durable; see `correlate_snapshot`).
+    pub fn take_roots(&mut self) -> Vec<AckHandle> {
+        self.rows
+            .iter_mut()
+            .filter_map(|row| row.root.take())
+            .collect()
+    }
+
     /// Marks the rows at `positions` matched.
     pub fn mark_matched(&mut self, positions: impl Iterator<Item = usize>) {
         for position in positions {

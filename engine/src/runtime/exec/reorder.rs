@@ -12,6 +12,10 @@
 //! release hands back the released rows' runs in output order (a run per consecutive stretch of
 //! one root, so a payload's rows may now be split into several runs).
 //!
+//! Rows a snapshot holds (`reorder_snapshot`) gave their units up when it became durable, so
+//! a buffer may hold rows with and without units; a release hands them out as consecutive
+//! pieces that each either all carry units or carry none, in output order.
+//!
 //! Bounded: at most [`MAX_HELD_ROWS_PER_BRANCH`] rows; past it the buffer releases its first
 //! rows in order as if they were due, so memory stays bounded and nothing is lost.
 
@@ -31,14 +35,16 @@ pub const MAX_HELD_ROWS_PER_BRANCH: usize = 1_048_576;
 /// Marks rows that carry no acknowledgement (a DETACHED reorderer).
 const NO_RUN: u32 = u32::MAX;
 
-struct Chunk {
-    columns: Vec<ArrayRef>,
-    keys: Vec<ArrayRef>,
+/// Held rows of one batch (or what a release kept).
+pub(super) struct Chunk {
+    pub(super) columns: Vec<ArrayRef>,
+    pub(super) keys: Vec<ArrayRef>,
     /// Per row: arrival instant, domain ns.
-    arrival: ArrayRef,
-    acks: Vec<AckRun>,
+    pub(super) arrival: ArrayRef,
+    /// Empty when the rows carry no unit (detached, or given up to a snapshot).
+    pub(super) acks: Vec<AckRun>,
     /// Per row: event time, when the rows carry one.
-    times: Option<ArrayRef>,
+    pub(super) times: Option<ArrayRef>,
 }
 
 /// Rows released in order, with the runs of their acknowledgements.
@@ -56,6 +62,8 @@ pub struct OrderBuffer {
     rows: usize,
     /// The earliest arrival held.
     earliest_ns: Option<i64>,
+    /// Changed since its last snapshot.
+    dirty: bool,
 }
 
 impl OrderBuffer {
@@ -77,15 +85,49 @@ impl OrderBuffer {
         if rows == 0 {
             return;
         }
-        self.chunks.push(Chunk {
+        self.push_chunk(Chunk {
             columns,
             keys,
             arrival: Arc::new(Int64Array::from_value(arrival_ns, rows)),
             acks,
             times,
-        });
-        self.rows += rows;
-        self.earliest_ns = Some(self.earliest_ns.map_or(arrival_ns, |e| e.min(arrival_ns)));
+        })
+    }
+
+    /// Holds `chunk` (its arrival array must be I64 and as long as its rows).
+    pub(super) fn push_chunk(&mut self, chunk: Chunk) {
+        let arrival = chunk.arrival.as_any().downcast_ref::<Int64Array>();
+        let Some(earliest) = arrival.and_then(arrow_arith::aggregate::min) else {
+            return;
+        };
+        self.rows += chunk.arrival.len();
+        self.earliest_ns = Some(self.earliest_ns.map_or(earliest, |e| e.min(earliest)));
+        self.chunks.push(chunk);
+        self.dirty = true;
+    }
+
+    /// The held chunks, in arrival order.
+    pub(super) fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// Takes every held run and clears the dirty mark (a snapshot now holds the rows).
+    pub(super) fn take_acks(&mut self) -> Vec<AckRun> {
+        self.dirty = false;
+        self.chunks
+            .iter_mut()
+            .flat_map(|chunk| std::mem::take(&mut chunk.acks))
+            .collect()
+    }
+
+    /// Whether the buffer changed since the last snapshot.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Clears the dirty mark without taking the runs (a snapshot that failed to encode).
+    pub(super) fn mark_clean(&mut self) {
+        self.dirty = false;
     }
 
     /// When the oldest held row is due, domain ns.
@@ -94,18 +136,20 @@ impl OrderBuffer {
             .map(|earliest| earliest.saturating_add(max_time_ns.min(i64::MAX as u64) as i64))
     }
 
-    /// Releases what is due at `now_ns` (everything when `force`), in BY order.
+    /// Releases what is due at `now_ns` (everything when `force`), in BY order, as pieces
+    /// that each carry units for all their rows or for none (empty: nothing released).
     pub fn release(
         &mut self,
         now_ns: i64,
         max_time_ns: u64,
         force: bool,
-    ) -> Result<Option<Released>, ArrowError> {
+    ) -> Result<Vec<Released>, ArrowError> {
         let overfull = self.rows > MAX_HELD_ROWS_PER_BRANCH;
         let due = self.due_ns(max_time_ns).is_some_and(|due| due <= now_ns);
         if self.rows == 0 || !(force || due || overfull) {
-            return Ok(None);
+            return Ok(Vec::new());
         }
+        self.dirty = true;
         let chunks = std::mem::take(&mut self.chunks);
         let rows = std::mem::take(&mut self.rows);
         self.earliest_ns = None;
@@ -182,52 +226,89 @@ impl OrderBuffer {
         let kept_order = order.slice(cut, rows - cut);
         let pick = |array: &ArrayRef, which: &UInt32Array| take(array.as_ref(), which, None);
 
-        let acks = runs_in_order(&pick(&run_of_row, &released_order)?, &runs)?;
-        let released = Released {
-            columns: columns
+        let released = pieces(
+            columns
                 .iter()
                 .map(|c| pick(c, &released_order))
                 .collect::<Result<_, _>>()?,
-            num_rows: cut,
-            acks,
-            times: times
+            times
                 .as_ref()
                 .map(|t| pick(t, &released_order))
                 .transpose()?,
-        };
+            &pick(&run_of_row, &released_order)?,
+            &runs,
+        )?;
 
         if cut < rows {
-            let kept_acks = runs_in_order(&pick(&run_of_row, &kept_order)?, &runs)?;
-            let kept_arrival = pick(&arrival, &kept_order)?;
-            let earliest = arrow_arith::aggregate::min(
-                kept_arrival
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .ok_or_else(|| ArrowError::CastError("arrival is not I64".into()))?,
-            );
-            self.chunks.push(Chunk {
-                columns: columns
-                    .iter()
-                    .map(|c| pick(c, &kept_order))
-                    .collect::<Result<_, _>>()?,
-                keys: keys
-                    .iter()
-                    .map(|k| pick(k, &kept_order))
-                    .collect::<Result<_, _>>()?,
-                arrival: kept_arrival,
-                acks: kept_acks,
-                times: times.as_ref().map(|t| pick(t, &kept_order)).transpose()?,
-            });
-            self.rows = rows - cut;
-            self.earliest_ns = earliest;
+            // Kept rows stay in sorted order, as consecutive chunks that each carry units for
+            // all their rows or none (so a later release maps rows to runs correctly).
+            let kept_columns: Vec<ArrayRef> = columns
+                .iter()
+                .chain(&keys)
+                .chain(std::iter::once(&arrival))
+                .map(|c| pick(c, &kept_order))
+                .collect::<Result<_, _>>()?;
+            let kept_times = times.as_ref().map(|t| pick(t, &kept_order)).transpose()?;
+            let kept_runs = pick(&run_of_row, &kept_order)?;
+            for piece in pieces(kept_columns, kept_times, &kept_runs, &runs)? {
+                let mut all = piece.columns;
+                let arrival = all.pop().expect("the arrival column was added");
+                let keys = all.split_off(width);
+                self.push_chunk(Chunk {
+                    columns: all,
+                    keys,
+                    arrival,
+                    acks: piece.acks,
+                    times: piece.times,
+                });
+            }
         }
-        Ok(Some(released))
+        Ok(released)
     }
 
     /// Every held acknowledgement run (a branch leaving drops its held rows with these).
     pub fn held_acks(&self) -> impl Iterator<Item = &AckRun> {
         self.chunks.iter().flat_map(|c| c.acks.iter())
     }
+}
+
+/// Released rows (`columns`, `times`, each row's run index in `run_of_row`) cut into
+/// consecutive pieces that either all carry a run or none do.
+fn pieces(
+    columns: Vec<ArrayRef>,
+    times: Option<ArrayRef>,
+    run_of_row: &ArrayRef,
+    runs: &[AckRun],
+) -> Result<Vec<Released>, ArrowError> {
+    let indices = run_of_row
+        .as_any()
+        .downcast_ref::<UInt32Array>()
+        .ok_or_else(|| ArrowError::CastError("run index is not U32".into()))?;
+    let flags: Vec<bool> = indices.values().iter().map(|i| *i != NO_RUN).collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < flags.len() {
+        let len = flags[start..]
+            .iter()
+            .position(|flag| *flag != flags[start])
+            .unwrap_or(flags.len() - start);
+        let whole = start == 0 && len == flags.len();
+        let slice = |array: &ArrayRef| {
+            if whole {
+                array.clone()
+            } else {
+                array.slice(start, len)
+            }
+        };
+        out.push(Released {
+            columns: columns.iter().map(slice).collect(),
+            num_rows: len,
+            acks: runs_in_order(&slice(run_of_row), runs)?,
+            times: times.as_ref().map(slice),
+        });
+        start += len;
+    }
+    Ok(out)
 }
 
 /// The acknowledgement runs of rows whose run indices (into `runs`) are `run_of_row`, in that
@@ -266,6 +347,11 @@ mod tests {
             .to_vec()
     }
 
+    fn one(mut pieces: Vec<Released>) -> Released {
+        assert_eq!(pieces.len(), 1, "one piece");
+        pieces.pop().unwrap()
+    }
+
     fn root(index: u32) -> AckHandle {
         AckHandle {
             index,
@@ -296,9 +382,9 @@ mod tests {
             50,
             run(2, 2),
         );
-        assert!(buffer.release(99, 100, false).unwrap().is_none());
+        assert!(buffer.release(99, 100, false).unwrap().is_empty());
         assert_eq!(buffer.due_ns(100), Some(100));
-        let out = buffer.release(100, 100, false).unwrap().unwrap();
+        let out = one(buffer.release(100, 100, false).unwrap());
         // Rows 3 and 5 are due; 4 sorts between them, so it leaves too; 9 stays.
         assert_eq!(values(&out.columns[0]), vec![3, 4, 5]);
         assert_eq!(
@@ -320,7 +406,7 @@ mod tests {
         );
         assert_eq!(buffer.held_rows(), 1);
         assert_eq!(buffer.due_ns(100), Some(150));
-        let rest = buffer.release(0, 100, true).unwrap().unwrap();
+        let rest = one(buffer.release(0, 100, true).unwrap());
         assert_eq!(values(&rest.columns[0]), vec![9]);
         assert_eq!(buffer.held_rows(), 0);
     }
@@ -342,7 +428,7 @@ mod tests {
             1,
             Vec::new(),
         );
-        let out = buffer.release(0, 0, true).unwrap().unwrap();
+        let out = one(buffer.release(0, 0, true).unwrap());
         assert_eq!(values(&out.columns[0]), vec![1, 2, 3]);
         assert!(out.acks.is_empty());
     }

@@ -77,6 +77,12 @@ pub enum SnapshotError {
     Malformed,
     #[error("the snapshot's retained rows cannot be decoded: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    #[error(
+        "the snapshot was taken under another processor model (input schema or expressions changed)"
+    )]
+    OtherStateModel,
+    #[error("the state takes {bytes} bytes encoded, over the {limit}-byte snapshot limit")]
+    TooLarge { bytes: usize, limit: usize },
 }
 
 /// The Arrow buffer bytes `args` hold.

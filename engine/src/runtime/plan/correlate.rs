@@ -88,6 +88,9 @@ pub struct CorrelatePlan {
     pub on_timeout: [TimeoutAction; 2],
     /// COLLECT FOR: one collection group per relay of a side that declares it.
     pub collect: Vec<(Vec<RelayId>, FlushPolicy)>,
+    /// Identifies the side schemas, CORRELATE WHERE and MATCH a stored branch was taken
+    /// under (see `exec::correlate_snapshot`).
+    pub model: u64,
 }
 
 impl CorrelatePlan {
@@ -250,6 +253,13 @@ impl Builder<'_> {
         }
         let mut route_fields = pair_fields(Side::Left, &side_fields[0]);
         route_fields.extend(pair_fields(Side::Right, &side_fields[1]));
+        let model = super::work::state_model(
+            &route_fields,
+            &format!(
+                "{} MATCH {matching:?}",
+                nervix_nspl::render::fmt_expr(condition)
+            ),
+        );
         let condition_typed = typed.get(condition)?;
         let condition =
             typed.compile_typed(condition_typed, &route::input_resolver(&route_fields))?;
@@ -272,6 +282,7 @@ impl Builder<'_> {
                 max_time_ns: max_time.nanos,
                 on_timeout: [on_timeout.left, on_timeout.right],
                 collect,
+                model,
             },
             inputs,
             route_fields,

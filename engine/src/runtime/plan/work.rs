@@ -29,7 +29,13 @@ pub enum NodeWork {
     },
     /// REORDERER: rows are held per branch and released in `BY` order after at most
     /// `max_time_ns` (see `exec::reorder`).
-    Reorder { by: Vec<Program>, max_time_ns: u64 },
+    Reorder {
+        by: Vec<Program>,
+        max_time_ns: u64,
+        /// Identifies the input schema and BY expressions a stored buffer was taken under
+        /// (see `exec::reorder_snapshot`).
+        model: u64,
+    },
     /// WINDOW PROCESSOR: rows are retained per branch and aggregated when a window is due
     /// (see `shard::graph::window`).
     Window(Box<super::WindowPlan>),
@@ -76,6 +82,13 @@ impl<'d> Builder<'d> {
             ProcessorDef::Reorderer { by, max_time, .. } => NodeWork::Reorder {
                 by: compile_all(by)?,
                 max_time_ns: max_time.nanos,
+                model: state_model(
+                    fields,
+                    &by.iter()
+                        .map(nervix_nspl::render::fmt_expr)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
             },
             other => {
                 return Err(PlanError::Unsupported {
@@ -85,4 +98,17 @@ impl<'d> Builder<'d> {
             }
         })
     }
+}
+
+/// A tag for the model a snapshot of held rows was taken under: the held rows' fields (name
+/// and type, in order) and `rules` (the rendered expressions that gave the held rows their
+/// derived values). A stored state whose tag differs is not restored.
+pub(super) fn state_model(fields: &[Field], rules: &str) -> u64 {
+    let mut text = String::new();
+    for field in fields {
+        text.push_str(&format!("{}:{:?};", field.name, field.ty));
+    }
+    text.push('|');
+    text.push_str(rules);
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }

@@ -5,9 +5,9 @@
 //! The swap is an entity pause of the whole domain: [`ShardState::begin_hold`] suspends
 //! admission (producers hear `AdmissionChanged { open: false }`; batches still queued are
 //! refused `suspended`, which the client resends after the hold) and force-flushes every route
-//! buffer; the caller waits until [`ShardState::hold_drained`] — nothing held in relays, queues
-//! or sinks and no admitted batch unresolved — or the hold's bound passes; then
-//! [`ShardState::swap`] installs the new graph. A producer whose ingestor keeps its contract
+//! buffer and reorder buffer; the caller waits until [`ShardState::hold_drained`] — nothing
+//! held in relays, queues or sinks and no admitted batch unresolved — or the hold's bound
+//! passes; then [`ShardState::swap`] installs the new graph. A producer whose ingestor keeps its contract
 //! (same contract identity) stays attached and hears admission reopen; others end with
 //! `contract_changed`. A consumer stays attached when its CLIENT CONSUMER emitter still exists.
 //! Rows still held when the bound passes stay unresolved and their batches answer
@@ -42,7 +42,7 @@ impl ShardState {
         }
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
-            run.graph.flush_all(None, at, super::cx!(self));
+            run.graph.flush_for_pause(at, super::cx!(self));
         }
         for (producer, seq) in suspended {
             self.answer_outcome(producer, seq, Outcome::Suspended);

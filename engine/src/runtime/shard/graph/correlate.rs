@@ -13,9 +13,14 @@
 //!   acknowledges the newer payload, not the older one (the AckRun model gives a row one root);
 //! - at MAX TIME it is acknowledged (ON CORRELATION TIMEOUT DROP), and logged too (LOG) when it
 //!   never matched — under MATCH ALL a matched row also leaves at MAX TIME, silently;
-//! - when its correlation ends early — the domain stops, a model change swaps the graph, the
-//!   branch is evicted — it is negatively acknowledged: it never found its partner here, and a
-//!   redelivering source gets to try again.
+//! - once a snapshot holding it is durable (`snapshot`, `exec::correlate_snapshot`), its unit
+//!   is acknowledged and it waits on without one: a restart restores it, so the source must
+//!   not send it again. A stop and a model change keep pending rows (the stop's snapshot holds
+//!   them; a restored branch under another CORRELATE WHERE, schema or MATCH starts empty with
+//!   a warning);
+//! - when its correlation ends early — the branch is evicted — it is negatively acknowledged
+//!   (when it still holds its unit): it never found its partner here, and a redelivering
+//!   source gets to try again.
 //!
 //! A DETACHED correlator acknowledges rows on arrival and pending rows carry no root.
 
@@ -169,6 +174,7 @@ impl Graph {
             .unwrap_or(at.snapshot_ns);
         let side_watermark = &mut watermarks_ns[side.index()];
         *side_watermark = Some(side_watermark.map_or(latest, |w| w.max(latest)));
+        self.work_changed = true;
         let state = branches
             .entry(frame.key.clone())
             .or_insert_with(|| BranchState::new(&plan.side_schemas));
@@ -292,13 +298,18 @@ impl Graph {
     ) {
         match force {
             None => self.settle_correlations(index, None, at.now.logical_ns, false, cx),
-            Some(only) => self.settle_correlations(index, only, at.now.logical_ns, true, cx),
+            Some(Some(key)) => {
+                self.settle_correlations(index, Some(key), at.now.logical_ns, true, cx)
+            }
+            // A stop or a model change keeps them: they are snapshotted (see `snapshot`) and
+            // wait on after the restart.
+            Some(None) => {}
         }
     }
 
     /// Removes the pending rows of processor `index` (every branch's, or `only` one's) whose
-    /// MAX TIME is up at `now_ns` and applies ON CORRELATION TIMEOUT; `force` ends every
-    /// pending correlation now (negatively acknowledged, see the module doc).
+    /// MAX TIME is up at `now_ns` and applies ON CORRELATION TIMEOUT; `force` ends `only`'s
+    /// pending correlations now (negatively acknowledged, see the module doc).
     fn settle_correlations(
         &mut self,
         index: usize,
@@ -328,14 +339,10 @@ impl Graph {
         };
         let now_ns = watermark.map_or(now_ns, |w| w.max(now_ns));
         let mut out = Settled::default();
-        // The branches to look at: the one asked for, every one (ended early), or those the
-        // index says have rows due — so a tick costs the due branches, not every branch.
+        // The branches to look at: the one asked for, or those the index says have rows due —
+        // so a tick costs the due branches, not every branch.
         let keys: Vec<BranchKey> = match only {
             Some(key) => vec![key.clone()],
-            None if force => {
-                due.clear();
-                branches.keys().cloned().collect()
-            }
             None => {
                 let mut keys = Vec::new();
                 while due.first().is_some_and(|(at_ns, _)| *at_ns <= now_ns) {
@@ -356,6 +363,7 @@ impl Graph {
                 }
                 None => {
                     branches.remove(&key);
+                    self.forgotten.push((index, key));
                 }
             }
         }

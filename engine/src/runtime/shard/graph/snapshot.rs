@@ -1,24 +1,31 @@
-//! Snapshots of the branch-local processor state that must survive a restart: deduplication
-//! keyspaces and windows (DESIGN §6 "Runtime state"; reorder buffers are not snapshotted —
-//! their rows are unacknowledged, so the sources deliver them again).
+//! Snapshots of the branch-local processor state that must survive a restart (DESIGN §6
+//! "Runtime state"): deduplication keyspaces, windows, reorder buffers and correlators'
+//! pending rows.
 //!
 //! A snapshot encodes every changed branch state under `proc/<domain>/<processor>/<branch key>`
-//! and takes the acknowledgement runs of the window rows it covers; the shard acknowledges them
-//! only once the store says the snapshot is durable. So a window row is acknowledged exactly
-//! when a restart would find it (or, if it steps out of every window first, when it leaves),
-//! and a restored window never counts a row its source delivers again.
+//! and takes the acknowledgement runs of the rows it holds (window rows, held reorder rows,
+//! pending correlator rows); the shard acknowledges them only once the store says the snapshot
+//! is durable. So such a row is acknowledged exactly when a restart would find it (or, if it
+//! leaves first, when it leaves), and a restored state never counts a row its source delivers
+//! again. A state that fails to encode is logged and keeps its rows' units. A branch that
+//! leaves (or empties) is deleted from the store by the next snapshot.
 //!
 //! Restore runs when a domain is deployed on a shard: each stored branch goes to the shard
 //! that owns its key now (shard counts may change between runs); a window stored under another
-//! model (WIDTH, STEP or aggregates changed) starts empty with a warning, and a keyspace stored
-//! under other DEDUPLICATE ON expressions is purged (spec). A model change (ALTER) swaps the
-//! graph through the same stop-then-deploy path, so processor state carries over it.
+//! model (WIDTH, STEP or aggregates changed), a reorder buffer under another input schema or
+//! BY, and a correlator branch under other side schemas, CORRELATE WHERE or MATCH start empty
+//! with a warning (the last two are deleted from the store), and a keyspace stored under
+//! other DEDUPLICATE ON expressions is purged (spec). A model change (ALTER) swaps the graph
+//! through the same stop-then-deploy path, so processor state carries over it; only reorder
+//! buffers are force-released by its pause first (spec "Altering Reorderers").
 
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey};
 
 use super::work::WorkState;
 use super::Graph;
+use crate::runtime::exec::correlate_snapshot::{restore_branch, snapshot_branch};
 use crate::runtime::exec::dedup::Keyspace;
+use crate::runtime::exec::reorder_snapshot::{restore_buffer, snapshot_buffer};
 use crate::runtime::exec::window::WindowState;
 use crate::runtime::frame::AckRun;
 use crate::runtime::plan::NodeWork;
@@ -64,6 +71,49 @@ impl Graph {
                         }
                     }
                 }
+                (NodeWork::Reorder { model, .. }, WorkState::Reorder { buffers }) => {
+                    for (key, buffer) in buffers.iter_mut() {
+                        if !(all || buffer.is_dirty()) {
+                            continue;
+                        }
+                        match snapshot_buffer(buffer, *model) {
+                            Ok((bytes, covered)) => {
+                                entries.push((entry_key(&prefix, key), bytes));
+                                acks.extend(covered);
+                            }
+                            Err(error) => tracing::error!(
+                                processor = %processor.name,
+                                %error,
+                                "cannot snapshot a reorder buffer; its rows stay unacknowledged"
+                            ),
+                        }
+                    }
+                }
+                (
+                    NodeWork::Correlate(correlate),
+                    WorkState::Correlate {
+                        branches,
+                        watermarks_ns,
+                        ..
+                    },
+                ) => {
+                    for (key, state) in branches.iter_mut() {
+                        if !(all || state.is_dirty()) {
+                            continue;
+                        }
+                        match snapshot_branch(state, correlate.model, *watermarks_ns) {
+                            Ok((bytes, covered)) => {
+                                entries.push((entry_key(&prefix, key), bytes));
+                                acks.extend(covered);
+                            }
+                            Err(error) => tracing::error!(
+                                processor = %processor.name,
+                                %error,
+                                "cannot snapshot pending correlator rows; they stay unacknowledged"
+                            ),
+                        }
+                    }
+                }
                 (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
                     for (key, state) in windows.iter_mut() {
                         if !(all || state.is_dirty()) {
@@ -95,7 +145,7 @@ impl Graph {
             return;
         };
         for (index, processor) in plan.processors.iter().enumerate() {
-            if matches!(processor.work, NodeWork::Pass | NodeWork::Reorder { .. }) {
+            if matches!(processor.work, NodeWork::Pass | NodeWork::Generate { .. }) {
                 continue;
             }
             let prefix = processor_key(&plan.name, &processor.name);
@@ -131,6 +181,56 @@ impl Graph {
                             ),
                         }
                     }
+                    (NodeWork::Reorder { model, by, .. }, WorkState::Reorder { buffers }) => {
+                        let schema = processor
+                            .inputs
+                            .first()
+                            .map(|input| plan.relays[input.relay].schema.clone());
+                        let restored = schema
+                            .ok_or(crate::runtime::exec::window::SnapshotError::Malformed)
+                            .and_then(|schema| restore_buffer(&bytes, *model, &schema, by.len()));
+                        match restored {
+                            Ok(buffer) => {
+                                buffers.insert(key, buffer);
+                            }
+                            Err(error) => {
+                                tracing::warn!(
+                                    processor = %processor.name,
+                                    %error,
+                                    "a stored reorder buffer is not restored; the branch starts empty"
+                                );
+                                self.forgotten.push((index, key));
+                            }
+                        }
+                    }
+                    (
+                        NodeWork::Correlate(correlate),
+                        WorkState::Correlate {
+                            branches,
+                            watermarks_ns,
+                            due,
+                        },
+                    ) => match restore_branch(&bytes, correlate.model, &correlate.side_schemas) {
+                        Ok(restored) => {
+                            for (now, stored) in
+                                watermarks_ns.iter_mut().zip(restored.watermarks_ns)
+                            {
+                                *now = (*now).max(stored);
+                            }
+                            if let Some(at_ns) = restored.state.due_ns(correlate.max_time_ns) {
+                                due.insert((at_ns, key.clone()));
+                            }
+                            branches.insert(key, restored.state);
+                        }
+                        Err(error) => {
+                            tracing::warn!(
+                                processor = %processor.name,
+                                %error,
+                                "stored pending correlator rows are not restored; the branch starts empty"
+                            );
+                            self.forgotten.push((index, key));
+                        }
+                    },
                     (
                         NodeWork::Window(window),
                         WorkState::Window {

@@ -5,9 +5,10 @@
 //!
 //! Acknowledgements (the graph's rules, module doc of `graph`): a dropped duplicate gives its
 //! unit up like a filtered row; a held row keeps its unit until it is released, and its run
-//! travels with it into the routes, which transfer it like any input. A branch that leaves
-//! (TTL, LRU) or a stop force-releases what its reorderer holds first, so held rows are never
-//! dropped. Processor state lives only on the shard that owns the branch; nothing is shared.
+//! travels with it into the routes, which transfer it like any input, unless a durable
+//! snapshot took it first (`snapshot`). A branch that leaves (TTL, LRU) or a model change's
+//! pause force-releases what its reorderer holds first, so held rows are never dropped; a stop
+//! keeps them in the snapshot it writes, and a restart restores them. Processor state lives only on the shard that owns the branch; nothing is shared.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -382,7 +383,12 @@ impl Graph {
                 kept.keep(&BooleanArray::from(mask), frame.acks.len() > 1);
                 false
             }
-            (NodeWork::Reorder { by, max_time_ns }, WorkState::Reorder { buffers }) => {
+            (
+                NodeWork::Reorder {
+                    by, max_time_ns, ..
+                },
+                WorkState::Reorder { buffers },
+            ) => {
                 // A row without ordering values cannot be placed: it fails like a filter
                 // error, and its batch-mates are held.
                 let (mut keys, failed) = kept.evaluate(by.iter(), at.snapshot_ns, "BY", logs);
@@ -395,6 +401,7 @@ impl Graph {
                 );
                 kept.drop_rows(&failed, &mut keys, frame.acks.len() > 1);
                 let held_acks = keep_units(frame, kept, detached, nacked, cx);
+                self.work_changed = true;
                 let buffer = buffers.entry(frame.key.clone()).or_default();
                 buffer.hold(
                     (std::mem::take(&mut kept.columns), kept.times.take()),
@@ -649,11 +656,35 @@ impl Graph {
         }
     }
 
-    /// Releases held rows into their routes: those due, or every branch's (`force` Some(None))
-    /// or one branch's (`force` Some(Some(key))). Also expires deduplication keys.
+    /// Releases held rows into their routes: those due, or one branch's (`force`
+    /// Some(Some(key)), a leaving branch). Also expires deduplication keys. A stop (`force`
+    /// Some(None)) releases nothing early: reorder buffers, windows and pending correlations
+    /// are snapshotted and continue after the restart (see `snapshot`).
     pub(super) fn release_work(
         &mut self,
         force: Option<Option<&BranchKey>>,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        self.release_held(force, false, at, cx);
+    }
+
+    /// Flushes everything for a model change's entity pause: as [`Graph::flush_all`], and the
+    /// reorderers' ordering buffers are force-released too (spec: "the old ordering buffers
+    /// are force-flushed while the input relays are gated").
+    pub fn flush_for_pause(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        let at = at.in_domain(&self.plan.pace);
+        self.release_collected(Some(None), at, cx);
+        self.release_held(Some(None), true, at, cx);
+        self.flush_routes(Some(None), at, cx);
+    }
+
+    /// [`Graph::release_work`]; `release_reorderers` makes `force` Some(None) force-release
+    /// every ordering buffer.
+    fn release_held(
+        &mut self,
+        force: Option<Option<&BranchKey>>,
+        release_reorderers: bool,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
@@ -677,13 +708,14 @@ impl Graph {
                 (NodeWork::Reorder { max_time_ns, .. }, WorkState::Reorder { buffers }) => {
                     for (key, buffer) in buffers.iter_mut() {
                         let forced = match force {
-                            Some(None) => true,
+                            Some(None) => release_reorderers,
                             Some(Some(only)) => only == key,
                             None => false,
                         };
                         match buffer.release(at.now.logical_ns, *max_time_ns, forced) {
-                            Ok(Some(rows)) => released.push((key.clone(), rows)),
-                            Ok(None) => {}
+                            Ok(pieces) => {
+                                released.extend(pieces.into_iter().map(|p| (key.clone(), p)))
+                            }
                             Err(error) => tracing::error!(
                                 processor = %processor.name,
                                 %error,
@@ -691,7 +723,14 @@ impl Graph {
                             ),
                         }
                     }
-                    buffers.retain(|_, buffer| buffer.held_rows() > 0);
+                    let forgotten = &mut self.forgotten;
+                    buffers.retain(|key, buffer| {
+                        let held = buffer.held_rows() > 0;
+                        if !held {
+                            forgotten.push((index, key.clone()));
+                        }
+                        held
+                    });
                 }
                 (NodeWork::Window(_), WorkState::Window { .. }) => {
                     match force {
@@ -826,20 +865,15 @@ impl Graph {
             .min()
     }
 
-    /// A branch left: its deduplication keys go (its reorder buffers were force-released).
+    /// A branch left: its deduplication keys go (its reorder buffers were force-released and
+    /// its pending correlations ended), and so do their stored snapshots.
     pub(super) fn drop_work_state(&mut self, key: &BranchKey) {
         for (index, state) in self.work.iter_mut().enumerate() {
             let removed = match state {
                 WorkState::Dedup { spaces, .. } => spaces.remove(key).is_some(),
-                WorkState::Reorder { buffers } => {
-                    buffers.remove(key);
-                    false
-                }
+                WorkState::Reorder { buffers } => buffers.remove(key).is_some(),
                 WorkState::Window { windows, .. } => windows.remove(key).is_some(),
-                WorkState::Correlate { branches, .. } => {
-                    branches.remove(key);
-                    false
-                }
+                WorkState::Correlate { branches, .. } => branches.remove(key).is_some(),
                 // A generator skips branches whose state left when their turn comes.
                 WorkState::Pass | WorkState::Generate(_) => false,
             };
