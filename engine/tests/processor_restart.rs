@@ -408,8 +408,16 @@ fn correlation_across(outage: Outage) {
     let mut node = Node::start(&dir);
     define(&mut node.admin(), CORRELATE_GRAPH);
     let rt = runtime();
-    let order_spec = fields(&[("tenant", "STRING"), ("order_id", "STRING"), ("amount", "I64")]);
-    let payment_spec = fields(&[("tenant", "STRING"), ("order_id", "STRING"), ("paid", "I64")]);
+    let order_spec = fields(&[
+        ("tenant", "STRING"),
+        ("order_id", "STRING"),
+        ("amount", "I64"),
+    ]);
+    let payment_spec = fields(&[
+        ("tenant", "STRING"),
+        ("order_id", "STRING"),
+        ("paid", "I64"),
+    ]);
     rt.block_on(async {
         let session = Session::connect(node.session).await.expect("session");
         let mut orders = producer(&session, "cases", "orders_in", order_spec, 16, 1 << 20).await;
@@ -452,7 +460,10 @@ fn correlation_across(outage: Outage) {
         // The restored row left with its pair: another payment for it waits unpaired.
         let again = side_rows("paid", &[("acme", "o1", 3)]);
         submit_completed(&mut payments, &again).await;
-        assert!(quiet_for(&mut out, 500).await, "{outage:?}: o1 paired twice");
+        assert!(
+            quiet_for(&mut out, 500).await,
+            "{outage:?}: o1 paired twice"
+        );
     });
     let _ = std::fs::remove_file(&archive);
 }
