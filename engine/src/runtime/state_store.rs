@@ -1,7 +1,7 @@
 //! The node's runtime state that must survive a restart (DESIGN §6 "Runtime state"): the next
 //! offsets of KAFKA TOPIC ingestors under OFFSET BY DOMAIN, and stateful processors' branch
-//! snapshots (deduplication keyspaces, windows), in an LMDB environment (heed) under
-//! `<data-dir>/runtime-state`.
+//! snapshots (deduplication keyspaces, windows, reorder buffers, correlators' pending rows), in
+//! an LMDB environment (heed) under `<data-dir>/runtime-state`.
 //!
 //! Shards never wait for the disk: they hand snapshots to one writer thread through a bounded
 //! queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
@@ -27,7 +27,8 @@
 //! node runs) and [`restore`] installs such a file into a stopped node's data directory: the
 //! deduplication keyspaces come back with every key's first sighting, so archived duplicates
 //! are suppressed and keys expire MAX TIME after their archived first sighting (spec
-//! "Deduplicator"); windows and OFFSET BY DOMAIN offsets come back too.
+//! "Deduplicator"); windows, reorder buffers, pending correlator rows and OFFSET BY DOMAIN
+//! offsets come back too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -138,7 +139,8 @@ fn open_env(
 }
 
 /// What a backup holds: Kafka partitions with a stored next offset, and processor branch
-/// snapshots (deduplication keyspaces with every key's first sighting, windows).
+/// snapshots (deduplication keyspaces with every key's first sighting, windows, reorder
+/// buffers, pending correlator rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackupSummary {
     pub kafka_partitions: u64,

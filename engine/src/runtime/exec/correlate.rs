@@ -110,8 +110,11 @@ pub struct Correlation {
 pub struct Expired {
     /// Rows that never matched: ON CORRELATION TIMEOUT applies to them.
     pub unmatched: usize,
-    /// Every leaving row's root, one unit each (detached rows have none).
+    /// Every leaving row's root, one unit each (detached rows, and rows a durable snapshot
+    /// holds, have none).
     pub roots: Vec<AckHandle>,
+    /// Rows that left.
+    pub rows: usize,
 }
 
 /// Key hashes are xxh3 output already: the map uses them as they are.
@@ -330,6 +333,7 @@ impl BranchState {
             let mut leaving = Vec::new();
             side.pop_due(reached_ns, max_time_ns, force, &mut leaving)?;
             self.dirty |= !leaving.is_empty();
+            expired.rows = leaving.len();
             for row in leaving {
                 expired.unmatched += usize::from(!row.matched);
                 expired.roots.extend(row.root);

@@ -207,8 +207,11 @@ mod tests {
         .expect("append");
     }
 
-    /// Each row of a side as (id, amount, time, key, has root, matched).
-    fn left_view(side: &PendingRows) -> Vec<(String, Option<i64>, i64, Option<u64>, bool, bool)> {
+    /// One left row as (id, amount, time, key, has root, matched).
+    type LeftView = (String, Option<i64>, i64, Option<u64>, bool, bool);
+
+    /// Each row of a left side, in time order.
+    fn left_view(side: &PendingRows) -> Vec<LeftView> {
         let all: Vec<u32> = (0..side.len() as u32).collect();
         let columns = side.columns_at(&all).expect("columns");
         let ids = columns[0].as_any().downcast_ref::<StringArray>().unwrap();
@@ -262,7 +265,7 @@ mod tests {
         assert_eq!(restored.watermarks_ns, [Some(30), None]);
         let mut restored_state = restored.state;
         let after = left_view(&restored_state.sides_mut()[0]);
-        let strip = |rows: Vec<(String, Option<i64>, i64, Option<u64>, bool, bool)>| {
+        let strip = |rows: Vec<LeftView>| {
             rows.into_iter()
                 .map(|(id, amount, time, key, _, matched)| (id, amount, time, key, matched))
                 .collect::<Vec<_>>()

@@ -112,6 +112,13 @@ fn settle_branch(
                     side.keyword()
                 ));
             }
+            let acknowledged = expired.rows - expired.roots.len();
+            if acknowledged > 0 {
+                out.logs.push(format!(
+                    "{acknowledged} pending {} rows dropped, already acknowledged: their correlation ended before MAX TIME",
+                    side.keyword()
+                ));
+            }
             out.ended.extend(expired.roots);
             continue;
         }
