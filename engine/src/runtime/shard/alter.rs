@@ -7,9 +7,9 @@
 //! refused `suspended`, which the client resends after the hold) and force-flushes every route
 //! buffer and reorder buffer; the caller waits until [`ShardState::hold_drained`] — nothing
 //! held in relays, queues or sinks and no admitted batch unresolved — or the hold's bound
-//! passes; then [`ShardState::swap`] installs the new graph. A producer whose ingestor keeps its contract
-//! (same contract identity) stays attached and hears admission reopen; others end with
-//! `contract_changed`. A consumer stays attached when its CLIENT CONSUMER emitter still exists.
+//! passes; then [`ShardState::swap`] installs the new graph. A producer whose ingestor keeps
+//! its contract (same contract identity) stays attached and hears admission reopen; others
+//! end with `contract_changed`. A consumer stays attached when its CLIENT CONSUMER emitter still exists.
 //! Rows still held when the bound passes stay unresolved and their batches answer
 //! `failed: ack_timeout` on their ingestor's ACK TIMEOUT, as any stuck batch does.
 

@@ -1,8 +1,9 @@
 //! The shard's side of processor snapshots (see `graph::snapshot`): every
 //! [`SNAPSHOT_INTERVAL_NS`] the changed branch states of every domain go to the runtime-state
 //! writer with a ticket, and the rows they hold (window rows, held reorder rows, pending
-//! correlator rows) are acknowledged when the ticket comes back (the snapshot is durable). A domain stopping writes its states on the shard thread and
-//! acknowledges at once, so a graceful stop never leaves covered rows unacknowledged.
+//! correlator rows) are acknowledged when the ticket comes back (the snapshot is durable). A
+//! domain stopping writes its states on the shard thread and acknowledges at once, so a
+//! graceful stop never leaves covered rows unacknowledged.
 //!
 //! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
 //! interval (the states stay dirty and the next snapshot covers them).

@@ -364,6 +364,8 @@ impl Graph {
                 continue;
             };
             settle_branch(state, correlate, now_ns, force, &mut out);
+            // Rows left: the next snapshot rewrites (or deletes) what is stored.
+            self.work_changed |= state.is_dirty();
             match state.due_ns(correlate.max_time_ns) {
                 Some(next) => {
                     due.insert((next, key));

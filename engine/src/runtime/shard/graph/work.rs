@@ -8,7 +8,8 @@
 //! travels with it into the routes, which transfer it like any input, unless a durable
 //! snapshot took it first (`snapshot`). A branch that leaves (TTL, LRU) or a model change's
 //! pause force-releases what its reorderer holds first, so held rows are never dropped; a stop
-//! keeps them in the snapshot it writes, and a restart restores them. Processor state lives only on the shard that owns the branch; nothing is shared.
+//! keeps them in the snapshot it writes, and a restart restores them. Processor state lives
+//! only on the shard that owns the branch; nothing is shared.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -714,6 +715,8 @@ impl Graph {
                         };
                         match buffer.release(at.now.logical_ns, *max_time_ns, forced) {
                             Ok(pieces) => {
+                                // Rows left: the next snapshot rewrites what is stored.
+                                self.work_changed |= !pieces.is_empty();
                                 released.extend(pieces.into_iter().map(|p| (key.clone(), p)))
                             }
                             Err(error) => tracing::error!(
