@@ -1,6 +1,7 @@
-//! ALTER on a running domain: the graph is swapped after its rows drain; a producer whose
-//! ingestor keeps its contract stays attached (admission is suspended for the hold and
-//! reopens), and no row is lost across the swap.
+//! A structural ALTER (entity pause) on a running domain: the graph is swapped after its rows
+//! drain; a producer whose ingestor keeps its contract stays attached (admission is suspended
+//! for the hold and reopens), and no row is lost across the swap. Dynamic ALTERs, applied hot,
+//! are the `*_alter_dynamic.case` files of `processor_cases`.
 
 mod support;
 
@@ -18,6 +19,7 @@ USE shop;
 CREATE SCHEMA order_in (tenant STRING, item STRING, amount I64);
 CREATE RELAY orders SCHEMA order_in UNBRANCHED;
 CREATE RELAY out SCHEMA order_in UNBRANCHED;
+CREATE RELAY returns SCHEMA order_in UNBRANCHED;
 CREATE CLIENT PRODUCER INGESTOR orders_in
   FROM SCHEMA order_in
     MODE ACK PARALLEL MAX 8 ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
@@ -59,7 +61,8 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         producer.submit(&orders(&[("a", "x", 1)])).await.unwrap();
         producer.submit(&orders(&[("a", "x", 2)])).await.unwrap();
         // The rows sit in a 200 ms FLUSH EACH buffer while the junction changes: a live
-        // alteration of a processor, not of the ingestor's contract. The console answers once
+        // alteration of a processor, not of the ingestor's contract. A new input makes it
+        // structural, so the buffer is force-flushed through the old junction first. The console answers once
         // the swap is done, so the consumer must keep acking meanwhile: do it from a task.
         let reader = tokio::spawn(async move {
             let mut seen = BTreeSet::new();
@@ -77,7 +80,7 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
             seen
         });
         let alter = tokio::task::spawn_blocking(move || {
-            admin.ok("ALTER JUNCTION pass REPLACE ROUTE TO out INHERIT tenant, amount SET item = upper(input.item) FLUSH IMMEDIATE ON MESSAGE ERROR LOG;");
+            admin.ok("ALTER JUNCTION pass ADD FROM returns, REPLACE ROUTE TO out INHERIT tenant, amount SET item = upper(input.item) FLUSH IMMEDIATE ON MESSAGE ERROR LOG;");
             admin
         });
         let _admin = alter.await.expect("alter ran");

@@ -198,6 +198,9 @@ pub struct RouteFlusher {
     policy: FlushPolicy,
     buffered: Chunk,
     deadline: Option<Deadline>,
+    /// When the buffer last went from empty to buffered (meaningful while armed): a policy
+    /// change re-arms from it.
+    armed_at: Now,
 }
 
 impl RouteFlusher {
@@ -208,6 +211,10 @@ impl RouteFlusher {
             policy,
             buffered: Chunk { bytes: 0, rows: 0 },
             deadline: None,
+            armed_at: Now {
+                logical_ns: 0,
+                physical_ns: 0,
+            },
         }
     }
 
@@ -252,6 +259,7 @@ impl RouteFlusher {
             }
         }
         if self.buffered.is_empty() {
+            self.armed_at = now;
             self.deadline = Some(self.arm(now));
         }
         self.buffered = self.buffered.saturating_add(chunk);
@@ -286,6 +294,26 @@ impl RouteFlusher {
         } else {
             self.take(FlushReason::Forced)
         }
+    }
+
+    /// Adopts `policy` (a dynamic ALTER of the route's FLUSH) and evaluates what is buffered
+    /// against it at `now`: the deadline is re-armed from when the buffer was opened under the
+    /// new policy's clock, and the buffer flushes if that deadline has passed or it holds
+    /// `MAX BATCH SIZE` bytes or more.
+    pub fn set_policy(&mut self, policy: FlushPolicy, now: Now) -> Action {
+        self.policy = policy;
+        if self.buffered.is_empty() {
+            return Action::None;
+        }
+        self.deadline = Some(self.arm(self.armed_at));
+        let action = match policy {
+            FlushPolicy::Each {
+                max_batch_bytes, ..
+            } if self.buffered.bytes >= max_batch_bytes => self.take(FlushReason::Size),
+            _ => self.tick(now),
+        };
+        self.check_invariant();
+        action
     }
 
     /// The deadline armed by an empty → buffered transition at `now`.
@@ -337,6 +365,8 @@ mod tests {
         /// logical ns, physical ns
         Tick(i64, u64),
         Force,
+        /// the new policy, logical ns, physical ns
+        Policy(FlushPolicy, i64, u64),
     }
 
     /// One expected flush: bytes, rows, reason.
@@ -350,7 +380,7 @@ mod tests {
     }
 
     use Deadline::{Logical as L, Physical as P};
-    use Event::{Append, Force, Tick};
+    use Event::{Append, Force, Policy, Tick};
     use FlushReason::{Deadline as D, Forced as X, Size as S};
 
     const EACH_10MS_1K: FlushPolicy = FlushPolicy::Each {
@@ -539,6 +569,65 @@ mod tests {
                 (Append(1, 1, 0, 0), &[(1, 1, S)], None),
             ],
         },
+        Case {
+            name: "a new policy re-arms from the buffer's opening, on its own clock",
+            policy: EACH_10MS_1K,
+            steps: &[
+                (Append(10, 1, 2 * MS as i64, 500), &[], Some(L(12_000_000))),
+                (
+                    Policy(
+                        FlushPolicy::Each {
+                            interval_ns: 60 * MS,
+                            max_batch_bytes: 1_000,
+                        },
+                        5 * MS as i64,
+                        600,
+                    ),
+                    &[],
+                    Some(L(62_000_000)),
+                ),
+                (
+                    Policy(FlushPolicy::Immediate, 6 * MS as i64, 700),
+                    &[],
+                    Some(P(500 + W)),
+                ),
+                (Tick(0, 500 + W), &[(10, 1, D)], None),
+                (Policy(EACH_10MS_1K, 0, 0), &[], None),
+            ],
+        },
+        Case {
+            name: "a new policy flushes at once what it finds due or too large",
+            policy: FlushPolicy::Each {
+                interval_ns: 60 * MS,
+                max_batch_bytes: 10_000,
+            },
+            steps: &[
+                (Append(10, 1, 0, 0), &[], Some(L(60_000_000))),
+                (Policy(EACH_10MS_1K, 10 * MS as i64, 0), &[(10, 1, D)], None),
+                (
+                    Policy(
+                        FlushPolicy::Each {
+                            interval_ns: 60 * MS,
+                            max_batch_bytes: 10_000,
+                        },
+                        10 * MS as i64,
+                        0,
+                    ),
+                    &[],
+                    None,
+                ),
+                (
+                    Append(2_000, 2, 20 * MS as i64, 0),
+                    &[],
+                    Some(L(80_000_000)),
+                ),
+                (
+                    Policy(EACH_10MS_1K, 20 * MS as i64, 0),
+                    &[(2_000, 2, S)],
+                    None,
+                ),
+            ],
+        },
     ];
 
     #[test]
@@ -556,6 +645,10 @@ mod tests {
                         .into_iter()
                         .collect(),
                     Force => Some(flusher.force_flush())
+                        .filter(Action::is_flush)
+                        .into_iter()
+                        .collect(),
+                    Policy(policy, l, p) => Some(flusher.set_policy(policy, Now::new(l, p)))
                         .filter(Action::is_flush)
                         .into_iter()
                         .collect(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 use nervix_net::session::frame::ProducerEndReason;
 use nervix_shards::runtime::ShardContext;
 
+use super::change::ModelChange;
 use super::plan::DomainPlan;
 use super::shard::graph::{NodeRef, Tap};
 use super::shard::mesh::MeshMsg;
@@ -29,8 +30,10 @@ pub const MAX_TICK_SLEEP_MS: u64 = 50;
 pub enum Command {
     /// Domains the catalog knows and whether each is started.
     Known(Vec<(String, bool)>),
+    /// Run `plan`; a domain already running here adopts it as `change` says.
     Deploy {
         plan: Arc<DomainPlan>,
+        change: ModelChange,
         done: tokio::sync::oneshot::Sender<()>,
     },
     Undeploy {
@@ -378,9 +381,20 @@ pub async fn shard_main(
                     }
                 }
             }
-            Command::Deploy { plan, done } => {
+            Command::Deploy { plan, change, done } => {
                 let name = plan.name.clone();
                 let replacing = state.borrow().runs.contains_key(&name);
+                let plan = if replacing && change == ModelChange::Dynamic {
+                    match state.borrow_mut().adopt(plan) {
+                        Ok(()) => {
+                            let _ = done.send(());
+                            continue;
+                        }
+                        Err(plan) => plan,
+                    }
+                } else {
+                    plan
+                };
                 if replacing {
                     // Hold and drain on a task of its own, so the commands that let it drain
                     // (in-process acks) keep flowing meanwhile.

@@ -12,6 +12,7 @@
 //! live on the shard their branch key hashes to.
 
 pub mod aggregate;
+pub mod change;
 pub mod clock;
 pub mod connection;
 pub mod driver;
@@ -89,8 +90,8 @@ pub struct DataPlane {
     certs: Arc<nervix_net::http::CertStore>,
     /// The bundle directory and hosts installed for each TLS VHOST.
     installed_bundles: std::sync::Mutex<HashMap<String, (PathBuf, Vec<String>)>>,
-    /// Deployed domains and the fingerprint of the model they run.
-    deployed: tokio::sync::Mutex<HashMap<String, u64>>,
+    /// Deployed domains: what they run.
+    deployed: tokio::sync::Mutex<HashMap<String, Deployed>>,
     /// The clock of each started domain with the START generation it belongs to: a model
     /// change redeploys the domain on the same clock; only a new START makes a new one.
     paces: std::sync::Mutex<HashMap<String, (u64, clock::DomainPace)>>,
@@ -248,7 +249,7 @@ impl DataPlane {
     /// Brings the shards in line with `catalog`: deploys started domains whose model changed,
     /// stops the rest. Plans are built here, synchronously, from the borrowed catalog; the
     /// returned commands are sent by [`DataPlane::apply`].
-    pub fn prepare(&self, catalog: &Catalog, deployed: &HashMap<String, u64>) -> Reconcile {
+    pub fn prepare(&self, catalog: &Catalog, deployed: &HashMap<String, Deployed>) -> Reconcile {
         let mut reconcile = Reconcile::default();
         let mut known = Vec::new();
         for (name, domain) in &catalog.domains {
@@ -261,9 +262,25 @@ impl DataPlane {
                 continue;
             }
             let fingerprint = fingerprint(domain, &catalog.global);
-            if deployed.get(name) == Some(&fingerprint) {
+            let globals = globals_fingerprint(&catalog.global);
+            let running = deployed.get(name);
+            if running.map(|d| d.fingerprint) == Some(fingerprint) {
                 continue;
             }
+            // Only a change inside the domain, classified dynamic, is applied hot.
+            let change = match running {
+                Some(Deployed {
+                    globals: then,
+                    model: Some(old),
+                    ..
+                }) if *then == globals => change::classify(old, domain),
+                _ => change::ModelChange::EntityPause,
+            };
+            let deployed = Deployed {
+                fingerprint,
+                globals,
+                model: Some(Arc::new(domain.clone())),
+            };
             let pace = match self.pace(domain) {
                 Ok(pace) => pace,
                 Err(error) => {
@@ -273,7 +290,7 @@ impl DataPlane {
                 }
             };
             match plan::build(domain, catalog, &self.data_dir, pace) {
-                Ok(plan) => reconcile.deploy.push((Arc::new(plan), fingerprint)),
+                Ok(plan) => reconcile.deploy.push((Arc::new(plan), change, deployed)),
                 Err(error) => {
                     tracing::error!("domain '{name}' cannot run: {error}");
                     reconcile
@@ -368,7 +385,7 @@ impl DataPlane {
         }
     }
 
-    async fn apply(&self, reconcile: Reconcile, deployed: &mut HashMap<String, u64>) {
+    async fn apply(&self, reconcile: Reconcile, deployed: &mut HashMap<String, Deployed>) {
         self.install_certificates(&reconcile.bundles);
         for shard in 0..self.shards.shard_count().get() {
             let _ = self
@@ -387,14 +404,18 @@ impl DataPlane {
                 failures.remove(&name);
             }
         }
-        for (plan, fingerprint) in reconcile.deploy {
+        for (plan, change, running) in reconcile.deploy {
             let name = plan.name.clone();
+            if change == change::ModelChange::Dynamic {
+                tracing::info!("domain '{name}': model change applied hot (dynamic)");
+            }
             self.broadcast(false, |done| Command::Deploy {
                 plan: plan.clone(),
+                change,
                 done,
             })
             .await;
-            deployed.insert(name.clone(), fingerprint);
+            deployed.insert(name.clone(), running);
             if let Ok(mut failures) = self.failures.lock() {
                 failures.remove(&name);
             }
@@ -413,7 +434,14 @@ impl DataPlane {
             }
         }
         for (name, reason, fingerprint) in reconcile.failed {
-            deployed.insert(name.clone(), fingerprint);
+            deployed.insert(
+                name.clone(),
+                Deployed {
+                    fingerprint,
+                    globals: 0,
+                    model: None,
+                },
+            );
             if let Ok(mut failures) = self.failures.lock() {
                 failures.insert(name, reason);
             }
@@ -512,9 +540,18 @@ pub struct Reconcile {
     known: Vec<(String, bool)>,
     /// Every TLS VHOST: its name, its hosts, its bundle directory.
     bundles: Vec<(String, Vec<String>, PathBuf)>,
-    deploy: Vec<(Arc<plan::DomainPlan>, u64)>,
+    deploy: Vec<(Arc<plan::DomainPlan>, change::ModelChange, Deployed)>,
     stop: Vec<String>,
     failed: Vec<(String, String, u64)>,
+}
+
+/// What a deployed domain runs: its fingerprint, and for classifying its next change the model
+/// and the cluster-wide entities' fingerprint (none for a model that failed to plan).
+#[derive(Clone)]
+pub struct Deployed {
+    fingerprint: u64,
+    globals: u64,
+    model: Option<Arc<crate::catalog::Domain>>,
 }
 
 /// Identifies a domain's model and run: any entity change or restart changes it — except the
@@ -525,11 +562,25 @@ fn fingerprint(
     domain: &crate::catalog::Domain,
     global: &std::collections::BTreeMap<crate::catalog::EntityKey, crate::catalog::Entity>,
 ) -> u64 {
+    let mut text = domain.header.generation.to_string();
+    model_text(domain.entities.values().chain(global.values()), &mut text);
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// Identifies the cluster-wide entities alone (a change there is never applied hot).
+fn globals_fingerprint(
+    global: &std::collections::BTreeMap<crate::catalog::EntityKey, crate::catalog::Entity>,
+) -> u64 {
+    let mut text = String::new();
+    model_text(global.values(), &mut text);
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+/// The canonical text of `entities`, TLS VHOSTs without their bound certificate version.
+fn model_text<'e>(entities: impl Iterator<Item = &'e crate::catalog::Entity>, text: &mut String) {
     use nervix_nspl::ast::{CatalogStmt, ResourceVersion};
     use nervix_nspl::Statement;
-    let mut text = String::new();
-    text.push_str(&domain.header.generation.to_string());
-    for entity in domain.entities.values().chain(global.values()) {
+    for entity in entities {
         match &entity.definition {
             Statement::Catalog(CatalogStmt::CreateVhost(vhost)) if vhost.tls.is_some() => {
                 let mut unbound = vhost.clone();
@@ -544,7 +595,6 @@ fn fingerprint(
         }
         text.push('\u{0}');
     }
-    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
 /// Every TLS VHOST with its lower-case hosts and the bundle directory it is bound to.

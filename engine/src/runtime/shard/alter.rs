@@ -12,6 +12,9 @@
 //! end with `contract_changed`. A consumer stays attached when its CLIENT CONSUMER emitter still exists.
 //! Rows still held when the bound passes stay unresolved and their batches answer
 //! `failed: ack_timeout` on their ingestor's ACK TIMEOUT, as any stuck batch does.
+//!
+//! A dynamic change (`runtime::change`) skips all of that: [`ShardState::adopt`] hands the new
+//! plan to the running graph (`graph::adopt`), and admission never closes.
 
 use std::sync::Arc;
 
@@ -71,6 +74,18 @@ impl ShardState {
                 .admitted
                 .values()
                 .any(|a| a.domain == domain && !a.answered)
+    }
+
+    /// Applies a dynamic change hot: the running graph of `plan`'s domain takes it in place.
+    /// Hands the plan back when the domain does not run here or the graph's shape differs.
+    pub fn adopt(&mut self, plan: Arc<DomainPlan>) -> Result<(), Arc<DomainPlan>> {
+        let at = self.instant();
+        let Some(run) = self.runs.get_mut(&plan.name) else {
+            return Err(plan);
+        };
+        run.graph.adopt(plan, at, super::cx!(self))?;
+        self.step();
+        Ok(())
     }
 
     /// Installs `plan` in place of the running graph, keeping attachments whose contract holds.

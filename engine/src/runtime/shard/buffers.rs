@@ -123,6 +123,24 @@ impl RouteBuffers {
         });
     }
 
+    /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated
+    /// against it at `now` ([`RouteFlusher::set_policy`]); those it finds due or full flush.
+    pub fn set_policy(&mut self, policy: FlushPolicy, now: Now, out: &mut Vec<(u64, Frame)>) {
+        if policy == self.policy {
+            return;
+        }
+        self.policy = policy;
+        let schema = &self.schema;
+        self.buffers.retain(|key, buffer| {
+            if buffer.flusher.set_policy(policy, now).is_flush() {
+                if let Some(frame) = take(schema, key, buffer) {
+                    out.push((buffer.opened, frame));
+                }
+            }
+            !buffer.parts.is_empty()
+        });
+    }
+
     /// Flushes everything (model alteration, stop, shutdown, eviction of one branch).
     pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<(u64, Frame)>) {
         let schema = &self.schema;

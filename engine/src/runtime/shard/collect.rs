@@ -94,6 +94,34 @@ impl Collector {
         });
     }
 
+    /// Adopts new policies for the same groups (a dynamic ALTER of COLLECT FOR): each
+    /// collection is evaluated against its group's new policy at `now`, and those found due or
+    /// full are handed over. Returns false, changing nothing, when `groups` names other relays.
+    pub fn set_policies(
+        &mut self,
+        groups: &[(Vec<RelayId>, FlushPolicy)],
+        now: Now,
+        out: &mut Vec<(RelayId, Frame)>,
+    ) -> bool {
+        let same_relays = groups.len() == self.groups.len()
+            && groups
+                .iter()
+                .zip(&self.groups)
+                .all(|((new, _), (old, _))| new == old);
+        if !same_relays {
+            return false;
+        }
+        self.groups = groups.to_vec();
+        let groups = &self.groups;
+        self.branches.retain(|(group, _), (flusher, frames)| {
+            if flusher.set_policy(groups[*group].1, now).is_flush() {
+                out.append(frames);
+            }
+            !frames.is_empty()
+        });
+        true
+    }
+
     /// Hands over everything (or one branch's), as stop, shutdown and eviction need.
     pub fn force(&mut self, only: Option<&BranchKey>, out: &mut Vec<(RelayId, Frame)>) {
         self.branches.retain(|(_, key), (flusher, frames)| {

@@ -22,6 +22,7 @@
 //! every row it produced was acked on every route it reached (spec acknowledgement rules).
 
 mod admit;
+mod adopt;
 mod correlate;
 mod generator;
 mod output;
@@ -200,6 +201,17 @@ pub struct Graph {
     work_changed: bool,
     /// Set while a leaving branch flushes (see `touch_branch`).
     evicting: bool,
+}
+
+/// Which route buffers flush.
+#[derive(Clone, Copy)]
+enum RouteFlush<'k> {
+    /// Those whose deadline came.
+    Due,
+    /// Every buffer, or only one branch's (stop, shutdown, eviction, entity pause).
+    Forced(Option<&'k BranchKey>),
+    /// Those the plan's (just altered) FLUSH policies find due or full.
+    NewPolicies,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -1251,7 +1263,7 @@ impl Graph {
     fn flush_due(&mut self, at: Instant, cx: &mut Ctx<'_>) {
         self.release_collected(None, at, cx);
         self.release_work(None, at, cx);
-        self.flush_routes(None, at, cx);
+        self.flush_routes(RouteFlush::Due, at, cx);
     }
 
     /// Flushes every route buffer (or only `key`'s), as stop, shutdown and eviction need.
@@ -1259,12 +1271,12 @@ impl Graph {
         let at = at.in_domain(&self.plan.pace);
         self.release_collected(Some(key), at, cx);
         self.release_work(Some(key), at, cx);
-        self.flush_routes(Some(key), at, cx);
+        self.flush_routes(RouteFlush::Forced(key), at, cx);
     }
 
-    /// Route buffers' flushes: those due (`force` None) or forced (for one branch or all).
-    /// Processor and ingestor frames go to their target relays, emitter frames to their sinks.
-    fn flush_routes(&mut self, force: Option<Option<&BranchKey>>, at: Instant, cx: &mut Ctx<'_>) {
+    /// Route buffers' flushes (see [`RouteFlush`]). Processor and ingestor frames go to their
+    /// target relays, emitter frames to their sinks.
+    fn flush_routes(&mut self, which: RouteFlush<'_>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
         let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
@@ -1276,14 +1288,15 @@ impl Graph {
             };
             for (route, buffers) in self.node_mut(node).routes.iter_mut().enumerate() {
                 let mut frames = Vec::new();
-                match force {
-                    Some(only) => buffers.force_flush(only, &mut frames),
-                    None => buffers.tick(at.now, &mut frames),
-                }
-                let target = match node {
-                    NodeRef::Emitter(_) => usize::MAX,
-                    _ => routes[route].target,
+                let (target, policy) = match node {
+                    NodeRef::Emitter(_) => (usize::MAX, routes[route].flush),
+                    _ => (routes[route].target, routes[route].flush),
                 };
+                match which {
+                    RouteFlush::Forced(only) => buffers.force_flush(only, &mut frames),
+                    RouteFlush::Due => buffers.tick(at.now, &mut frames),
+                    RouteFlush::NewPolicies => buffers.set_policy(policy, at.now, &mut frames),
+                }
                 out.extend(
                     frames
                         .into_iter()
