@@ -69,7 +69,6 @@ enum Ints<'a> {
 
 /// Bytes written in the first pass for rows the second pass cannot write from the array:
 /// row `r`'s are `bytes[ends[r - 1]..ends[r]]` (from 0 for the first row).
-#[derive(Default)]
 struct Side {
     bytes: Vec<u8>,
     ends: Vec<usize>,
@@ -88,11 +87,13 @@ enum Column<'a> {
     Null,
     Int(Ints<'a>, Option<&'a NullBuffer>),
     Bool(&'a BooleanArray),
-    /// `clean[r]`: row `r` holds no byte to escape (then `side` has nothing for it).
+    /// `escaped`: the rows holding a byte to escape, in order, each with the end of its
+    /// escaped text in `bytes` (each starts where the previous one ended); every other row is
+    /// copied from the array. Clean batches, the common case, allocate nothing per row.
     Text {
         strings: &'a StringArray,
-        clean: Vec<bool>,
-        side: Side,
+        escaped: Vec<(usize, usize)>,
+        bytes: Vec<u8>,
     },
     /// Everything else, written by the row writer during the first pass.
     Written(Side),
@@ -124,8 +125,8 @@ impl<'a> Column<'a> {
             (_, Arrow::Boolean) => array.as_boolean_opt().map(Column::Bool),
             (_, Arrow::Utf8) => array.as_string_opt::<i32>().map(|strings| Column::Text {
                 strings,
-                clean: Vec::with_capacity(rows),
-                side: Side::default(),
+                escaped: Vec::new(),
+                bytes: Vec::new(),
             }),
             _ => None,
         };
@@ -174,27 +175,23 @@ impl<'a> Column<'a> {
             }
             Column::Text {
                 strings,
-                clean,
-                side,
+                escaped,
+                bytes,
             } => {
                 for (row, len) in lens.iter_mut().enumerate() {
-                    let is_clean = if strings.is_null(row) {
+                    if strings.is_null(row) {
                         *len += 4;
-                        true
+                        continue;
+                    }
+                    let text = strings.value(row).as_bytes();
+                    if needs_escape(text) {
+                        let start = bytes.len();
+                        write_string(text, bytes);
+                        *len += bytes.len() - start;
+                        escaped.push((row, bytes.len()));
                     } else {
-                        let text = strings.value(row).as_bytes();
-                        if needs_escape(text) {
-                            let start = side.bytes.len();
-                            write_string(text, &mut side.bytes);
-                            *len += side.bytes.len() - start;
-                            false
-                        } else {
-                            *len += text.len() + 2;
-                            true
-                        }
-                    };
-                    clean.push(is_clean);
-                    side.ends.push(side.bytes.len());
+                        *len += text.len() + 2;
+                    }
                 }
             }
             Column::Written(side) => {
@@ -231,18 +228,21 @@ impl<'a> Column<'a> {
             }
             Column::Text {
                 strings,
-                clean,
-                side,
+                escaped,
+                bytes,
             } => {
+                let mut escaped = escaped.iter().peekable();
+                let mut start = 0;
                 for (row, at) in pos.iter_mut().enumerate() {
                     if strings.is_null(row) {
                         put(buf, at, b"null");
-                    } else if clean[row] {
+                    } else if let Some(&(_, end)) = escaped.next_if(|(next, _)| *next == row) {
+                        put(buf, at, &bytes[start..end]);
+                        start = end;
+                    } else {
                         put(buf, at, b"\"");
                         put(buf, at, strings.value(row).as_bytes());
                         put(buf, at, b"\"");
-                    } else {
-                        put(buf, at, side.row(row));
                     }
                 }
             }
@@ -389,7 +389,9 @@ pub fn encode_json_rows(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Enc
         bounds.push(total);
     }
     let mut buf = vec![0u8; total];
-    let mut pos: Vec<usize> = bounds[..rows].to_vec();
+    // Each row's write position, starting at its first byte (the lengths are done with).
+    let mut pos = lens;
+    pos.copy_from_slice(&bounds[..rows]);
     for at in pos.iter_mut() {
         put(&mut buf, at, b"{");
     }

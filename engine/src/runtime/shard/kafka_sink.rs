@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use nervix_connectors::kafka::{KafkaProducer, OutRecord, SendRefused};
+use nervix_connectors::kafka::{KafkaProducer, OutRecord, SendRefused, PRODUCE_BATCH_RECORDS};
 use nervix_connectors::ConnectorError;
 
 use nervix_shards::workers::WorkerClass;
@@ -206,10 +206,15 @@ impl KafkaSinkHandle {
         let terms = self.retry_terms();
         // Every report fetched is applied: a report dropped here would leave its frame in
         // flight forever.
+        // Reports come in runs of one frame's rows: its entry is looked up once per run.
+        let mut current: Option<(u64, &mut FrameInFlight)> = None;
         for (token, outcome) in self.deliveries.drain(..) {
             let job = token >> ROW_BITS;
             let row = (token & ((1 << ROW_BITS) - 1)) as u32;
-            if let Some(flight) = self.frames.get_mut(&job) {
+            if current.as_ref().is_none_or(|(held, _)| *held != job) {
+                current = self.frames.get_mut(&job).map(|flight| (job, flight));
+            }
+            if let Some((_, flight)) = current.as_mut() {
                 settle(flight, row, outcome, now_ns, terms);
             }
         }
@@ -230,8 +235,10 @@ impl KafkaSinkHandle {
     }
 }
 
-/// Most rows [`send_batch`] hands the producer at once (its records borrow the frame).
-const SEND_CHUNK_ROWS: usize = 4_096;
+/// Most rows [`send_batch`] hands the producer at once (its records borrow the frame): one
+/// librdkafka batch call's worth, so the chunk's arrays stay small and are reused by the
+/// allocator chunk after chunk instead of touching fresh pages.
+const SEND_CHUNK_ROWS: usize = PRODUCE_BATCH_RECORDS;
 
 /// A row's delivery token: its frame's job number above its row.
 fn token(job: u64, row: u32) -> u64 {
