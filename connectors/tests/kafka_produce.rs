@@ -4,14 +4,17 @@
 //! Covers: every delivery report carries its caller token exactly once; a full local queue is
 //! refused as `QueueFull`, distinct from a permanent refusal (record too large); an
 //! undeliverable record comes back as a transient delivery error; the mock cluster is `Send`
-//! and serves clients through a fixed bootstrap port. Waits poll against deadlines.
+//! and serves clients through a fixed bootstrap port; a batch send partitions keyed records
+//! exactly as single sends do, stops at a full local queue and refuses a too-large record
+//! alone. Waits poll against deadlines.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use nervix_connectors::kafka::{
-    ConsumerGroup, KafkaConsumer, KafkaProducer, MockKafka, SendRefused,
+    ConsumerGroup, KafkaConsumer, KafkaProducer, MockKafka, OutRecord, SendRefused,
+    PRODUCE_BATCH_RECORDS,
 };
 use nervix_connectors::ConnectorError;
 
@@ -123,6 +126,114 @@ fn full_queue_is_distinct_from_permanent_refusal() {
         .expect("flush");
     let last = deliveries(&mut producer, 1);
     assert_eq!(last, vec![(7, Ok(()))]);
+}
+
+/// Records per partition of `topic` (high watermarks: the topic was created empty).
+fn partition_counts(mock: &MockKafka, topic: &str, partitions: i32) -> Vec<i64> {
+    let consumer = KafkaConsumer::new(
+        &config(mock.bootstrap_servers(), &[]),
+        ConsumerGroup::Assigned,
+        topic,
+        false,
+    )
+    .expect("consumer");
+    (0..partitions)
+        .map(|partition| {
+            consumer
+                .fetch_watermarks(partition, Duration::from_secs(DEADLINE_SECONDS))
+                .expect("watermarks")
+                .1
+        })
+        .collect()
+}
+
+#[test]
+fn batch_send_partitions_keyed_records_as_single_sends_do() {
+    const PARTITIONS: i32 = 7;
+    // More than one librdkafka batch call, so the split between calls is covered too.
+    let count = PRODUCE_BATCH_RECORDS + 300;
+    let mock = MockKafka::start(1, PARTITIONS).expect("mock");
+    mock.create_topic("single", PARTITIONS).expect("topic");
+    mock.create_topic("batched", PARTITIONS).expect("topic");
+    let keys: Vec<String> = (0..count)
+        .map(|i| format!("key-{}", i * 7919 % 1000))
+        .collect();
+
+    let mut single =
+        KafkaProducer::new(&config(mock.bootstrap_servers(), &[]), "single").expect("producer");
+    for (token, key) in keys.iter().enumerate() {
+        single
+            .send(Some(key.as_bytes()), b"v", &[], token as u64)
+            .expect("send");
+    }
+    assert!(deliveries(&mut single, count)
+        .iter()
+        .all(|(_, o)| o.is_ok()));
+
+    let mut batched =
+        KafkaProducer::new(&config(mock.bootstrap_servers(), &[]), "batched").expect("producer");
+    let records: Vec<OutRecord<'_>> = keys
+        .iter()
+        .enumerate()
+        .map(|(token, key)| OutRecord {
+            key: Some(key.as_bytes()),
+            payload: b"v",
+            token,
+        })
+        .collect();
+    let mut refused = Vec::new();
+    let handled = batched.send_batch(&records, |index, error| refused.push((index, error)));
+    assert_eq!((handled, refused.len()), (count, 0));
+    let reports = deliveries(&mut batched, count);
+    let tokens: BTreeSet<u64> = reports.iter().map(|(token, _)| *token).collect();
+    assert_eq!(tokens, (0..count as u64).collect(), "every token once");
+    assert!(reports.iter().all(|(_, outcome)| outcome.is_ok()));
+
+    let by_single = partition_counts(&mock, "single", PARTITIONS);
+    assert_eq!(by_single.iter().sum::<i64>(), count as i64);
+    assert!(
+        by_single.iter().filter(|&&n| n > 0).count() > 1,
+        "{by_single:?}"
+    );
+    assert_eq!(partition_counts(&mock, "batched", PARTITIONS), by_single);
+}
+
+#[test]
+fn batch_send_stops_at_a_full_queue_and_refuses_a_too_large_record_alone() {
+    let mock = MockKafka::start(1, 1).expect("mock");
+    mock.create_topic("small", 1).expect("topic");
+    let bound = SMALL_QUEUE_MESSAGES.to_string();
+    let settings = [
+        ("queue.buffering.max.messages", bound.as_str()),
+        ("linger.ms", "2000"),
+        ("message.max.bytes", "2000"),
+    ];
+    let mut producer = KafkaProducer::new(&config(mock.bootstrap_servers(), &settings), "small")
+        .expect("producer");
+    let huge = vec![b'x'; 4000];
+    let records: Vec<OutRecord<'_>> = (0..8)
+        .map(|token| OutRecord {
+            key: None,
+            // Record 1 can never be sent; it takes no room in the queue.
+            payload: if token == 1 { &huge } else { b"payload" },
+            token,
+        })
+        .collect();
+    let mut refused = Vec::new();
+    let handled = producer.send_batch(&records, |index, error| refused.push((index, error)));
+    // Records 0 and 2..=5 fill the five slots; record 6 finds the queue full.
+    assert_eq!(handled, 6);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].0, 1);
+    assert!(!refused[0].1.retryable(), "{:?}", refused[0].1);
+
+    let reports = deliveries(&mut producer, 5);
+    let tokens: BTreeSet<u64> = reports.iter().map(|(token, _)| *token).collect();
+    assert_eq!(tokens, [0, 2, 3, 4, 5].into_iter().collect());
+    let rest = producer.send_batch(&records[6..], |_, error| panic!("refused: {error}"));
+    assert_eq!(rest, 2, "room again");
+    let last = deliveries(&mut producer, 2);
+    assert_eq!(last.len(), 2);
 }
 
 #[test]

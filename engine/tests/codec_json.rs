@@ -10,9 +10,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow_array::{Array, ArrayRef, Float64Array, RecordBatch, StringArray};
 use nervix::codec::{
-    encode_ndjson, validate_json_text, CodecError, DecodeCause, JsonCodecPlan, JsonDecoder,
-    MAX_RECORDS_PER_PAYLOAD,
+    encode_json_rows, encode_ndjson, validate_json_text, CodecError, DecodeCause, EncodedRows,
+    JsonCodecPlan, JsonDecoder, MAX_RECORDS_PER_PAYLOAD,
 };
 use serde_json::{json, Value};
 
@@ -236,6 +237,115 @@ fn ndjson_round_trips() {
         rows(&batch, BytesAs::Hex)[0]["obj"],
         json!(r#"{ "x" : [1, {"y": null}] }"#)
     );
+}
+
+/// Every type the encoder writes (the round-trip schema's), and strings that exercise the
+/// escape scan: escapable bytes at every offset of an 8-byte word, every control byte,
+/// unicode, long clean text; plus object-as-text that is not an object, and NaN/infinity.
+const EVERY_TYPE: &str = "
+    CREATE WIRE JSON SCHEMA w MODE LOOSE (u8 integer, i8 integer, u16 integer, i16 integer,
+        u32 integer, i32 integer OPTIONAL, u64 integer, i64 integer, f32 number,
+        f64 number OPTIONAL, b boolean OPTIONAL, s string OPTIONAL, obj object OPTIONAL,
+        at string OPTIONAL, v array OPTIONAL, a array OPTIONAL,
+        l array OPTIONAL, n null OPTIONAL);
+    CREATE SCHEMA s (u8 U8, i8 I8, u16 U16, i16 I16, u32 U32, i32 I32 OPTIONAL, u64 U64,
+        i64 I64, f32 F32, f64 F64 OPTIONAL, b BOOL OPTIONAL, s STRING OPTIONAL,
+        obj STRING OPTIONAL, at DATETIME OPTIONAL, v VEC<VEC<I64>> OPTIONAL,
+        a ARRAY<F64, 2, 2> OPTIONAL, l LIST<STRING> OPTIONAL, n BYTES OPTIONAL,
+        missing STRING OPTIONAL);
+    CREATE CODEC c FROM WIRE JSON SCHEMA w TO SCHEMA s ENCODE at AS RFC3339;";
+
+#[test]
+fn json_rows_match_the_row_writer() {
+    let plan = plan(EVERY_TYPE);
+    let mut decoder = JsonDecoder::new(Arc::clone(&plan));
+    let mut texts: Vec<String> = vec![
+        String::new(),
+        "plain words, long enough to span several eight-byte words of the scan".to_string(),
+        "é ü 中文 🚀 \u{7f} \u{80}".to_string(),
+        (0u8..0x20).map(char::from).collect(),
+    ];
+    for special in ['"', '\\', '\n', '\u{1}', '\u{1f}'] {
+        for at in 0..17 {
+            let mut text: String = "abcdefghijklmnopq".chars().take(17).collect();
+            text.replace_range(at..at + 1, &special.to_string());
+            texts.push(text);
+        }
+    }
+    let mut records = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let i = i as i64;
+        records.push(json!({
+            "u8": 255 - i, "i8": -128 + i, "u16": 65535 - i, "i16": -32768 + i,
+            "u32": 4_294_967_295_i64 - i, "i32": if i % 3 == 0 { Value::Null } else { json!(-i * 1000) },
+            "u64": u64::MAX - i as u64, "i64": if i == 0 { i64::MIN } else { i64::MAX / (i + 1) * (1 - 2 * (i % 2)) },
+            "f32": i as f64 / 3.0, "f64": if i % 4 == 0 { Value::Null } else { json!(-2.5e300 / (i as f64)) },
+            "b": match i % 3 { 0 => Value::Null, 1 => json!(true), _ => json!(false) },
+            "s": if i % 5 == 4 { Value::Null } else { json!(text) },
+            "obj": if i % 2 == 0 { json!({"k": [i, text]}) } else { Value::Null },
+            "at": if i % 2 == 0 { json!("2024-02-29T12:34:56.123456789+02:00") } else { json!("1970-01-01T00:00:00Z") },
+            "v": [[i, -i], [], null], "a": [[1.0, 2.0], [null, i]], "l": [text, {"k": [i]}, null],
+        }));
+    }
+    let payload = serde_json::to_vec(&records).expect("records");
+    assert_eq!(
+        decoder.decode_payload(&payload).unwrap() as usize,
+        texts.len()
+    );
+    let decoded = decoder.finish();
+    // Values the decoder never makes: object-as-text that is no object (an expression's
+    // output), and floats JSON cannot write.
+    let rows = decoded.num_rows();
+    let schema = decoded.schema();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .zip(decoded.columns())
+        .map(|(field, column)| match field.name().as_str() {
+            "obj" => Arc::new(StringArray::from_iter((0..rows).map(|i| match i % 4 {
+                0 => Some(r#"{"x": [1, {"y": null}]}"#),
+                1 => Some("not an object \" \n"),
+                2 => Some("{broken"),
+                _ => None,
+            }))) as ArrayRef,
+            "f64" => Arc::new(Float64Array::from_iter((0..rows).map(|i| match i % 5 {
+                0 => Some(f64::NAN),
+                1 => Some(f64::INFINITY),
+                2 => Some(-0.0),
+                3 => None,
+                _ => Some(1e-7),
+            }))) as ArrayRef,
+            _ => Arc::clone(column),
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema, columns).expect("batch");
+    assert!(batch.column_by_name("obj").expect("obj").null_count() > 0);
+
+    let mut lines = Vec::new();
+    encode_ndjson(&batch, &plan, &mut lines);
+    let expected: Vec<&[u8]> = lines
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut bodies = EncodedRows::with_rows(rows);
+    encode_json_rows(&batch, &plan, &mut bodies);
+    assert_eq!(bodies.len(), rows);
+    assert_eq!(expected.len(), rows);
+    for (row, line) in expected.iter().enumerate() {
+        let body = bodies.row(row).expect("every row is encoded");
+        assert_eq!(
+            body,
+            *line,
+            "row {row}:\n  column-wise {}\n  row writer  {}",
+            String::from_utf8_lossy(body),
+            String::from_utf8_lossy(line)
+        );
+        validate_json_text(body).expect("each body is one JSON text");
+    }
+    // A second batch appended to the same frame keeps both batches' ranges.
+    encode_json_rows(&batch, &plan, &mut bodies);
+    assert_eq!(bodies.len(), 2 * rows);
+    assert_eq!(bodies.row(rows + 1), bodies.row(1));
 }
 
 /// The JSONTestSuite directory, when the shared test data is present.

@@ -21,6 +21,7 @@ mod consumer;
 mod fetch;
 mod headers;
 mod mock;
+mod produce;
 mod producer;
 
 pub use consumer::{
@@ -29,6 +30,7 @@ pub use consumer::{
 };
 pub use headers::{KafkaHeader, KafkaHeaders, INVALID_HEADER_NAME};
 pub use mock::{MockKafka, MAX_MOCK_BROKERS, MAX_MOCK_PARTITIONS};
+pub use produce::{OutRecord, PRODUCE_BATCH_RECORDS};
 pub use producer::{Delivery, KafkaProducer, SendRefused};
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};

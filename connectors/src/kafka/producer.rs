@@ -4,17 +4,17 @@
 //! (retry later) from a refusal (the record can never be sent), and handing back each token
 //! with its delivery outcome.
 //!
-//! Why it is correct on a glommio shard: [`KafkaProducer::send`] only enqueues into
-//! librdkafka's local queue (`rd_kafka_producev` never blocks here: `QueueFull` is returned
-//! instead), and [`KafkaProducer::poll_deliveries`] only polls with a zero timeout; delivery
-//! callbacks run inside that poll on the calling thread and append `(token, outcome)` pairs.
+//! Why it is correct on a glommio shard: [`KafkaProducer::send`] and
+//! [`KafkaProducer::send_batch`] only enqueue into librdkafka's local queue (neither
+//! `rd_kafka_producev` nor `rd_kafka_produce_batch` blocks here: a full queue is reported
+//! instead), and [`KafkaProducer::poll_deliveries`] only polls with a zero timeout, reading
+//! each delivery-report event's records in one pass on the calling thread ([`super::produce`]).
 //! The token travels as librdkafka's per-message opaque pointer value (a `usize`), so no box
 //! is allocated per message in this crate. Every enqueued record produces exactly one delivery
 //! report (librdkafka's guarantee, including purges and timeouts), so every token comes back
 //! exactly once — except when the producer is dropped without [`KafkaProducer::flush`]: then
 //! rdkafka purges what is still queued.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
+use super::produce::{OutRecord, ProduceQueue, Served};
 use super::{classify, client_config, creation_error};
 use crate::ConnectorError;
 
@@ -44,14 +45,14 @@ pub enum SendRefused {
 /// One delivery outcome: the caller's token and the broker's answer.
 pub type Delivery = (u64, Result<(), ConnectorError>);
 
-/// The librdkafka context: the delivery callback runs inside `poll` and only records.
+/// The librdkafka context. Its callbacks run only inside rdkafka's own poll (during `flush`
+/// and on drop) and only record; [`KafkaProducer::poll_deliveries`] reads the same kinds of
+/// events itself.
 struct Context {
     topic: String,
     deliveries: Mutex<Vec<Delivery>>,
     /// The latest client-level error (all brokers down, authentication…).
     error: Mutex<Option<ConnectorError>>,
-    /// Counts served callbacks, to stop polling once a poll served nothing.
-    served: AtomicU64,
 }
 
 impl Context {
@@ -65,13 +66,25 @@ impl Context {
     fn error(&self) -> MutexGuard<'_, Option<ConnectorError>> {
         self.error.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Logs and keeps a client-level error.
+    fn client_error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(topic = %self.topic, "kafka producer error: {error}: {reason}");
+        *Context::error(self) = Some(classify("producer", &error));
+    }
 }
 
 impl ClientContext for Context {
     fn error(&self, error: KafkaError, reason: &str) {
-        self.served.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(topic = %self.topic, "kafka producer error: {error}: {reason}");
-        *Context::error(self) = Some(classify("producer", &error));
+        self.client_error(error, reason);
+    }
+}
+
+/// A delivery report's outcome as the caller sees it.
+fn outcome(code: RDKafkaErrorCode) -> Result<(), ConnectorError> {
+    match code {
+        RDKafkaErrorCode::NoError => Ok(()),
+        code => Err(classify("delivery", &KafkaError::MessageProduction(code))),
     }
 }
 
@@ -79,7 +92,6 @@ impl ProducerContext for Context {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, token: usize) {
-        self.served.fetch_add(1, Ordering::Relaxed);
         let outcome = match result {
             Ok(_) => Ok(()),
             Err((error, _)) => Err(classify("delivery", error)),
@@ -94,6 +106,8 @@ impl ProducerContext for Context {
 /// Dropping it purges records still queued (their tokens never come back): call
 /// [`KafkaProducer::flush`] (off-shard) first on a graceful stop.
 pub struct KafkaProducer {
+    /// Declared before `producer`: its handles are released before the client is destroyed.
+    queue: ProduceQueue,
     producer: BaseProducer<Context>,
     topic: String,
 }
@@ -121,12 +135,15 @@ impl KafkaProducer {
             topic: topic.to_string(),
             deliveries: Mutex::new(Vec::new()),
             error: Mutex::new(None),
-            served: AtomicU64::new(0),
         };
         let producer: BaseProducer<Context> = client_config(config, &[])
             .create_with_context(context)
             .map_err(|error| creation_error(&error))?;
+        let queue = ProduceQueue::new(producer.client().native_ptr(), topic).ok_or_else(|| {
+            ConnectorError::config("TOPIC", format!("'{topic}' cannot be opened by librdkafka"))
+        })?;
         Ok(KafkaProducer {
+            queue,
             producer,
             topic: topic.to_string(),
         })
@@ -184,18 +201,59 @@ impl KafkaProducer {
         }
     }
 
+    /// Enqueues headerless records in order, partitioned by librdkafka's partitioner on each
+    /// key exactly as [`KafkaProducer::send`] does, with one librdkafka call per
+    /// [`PRODUCE_BATCH_RECORDS`](super::PRODUCE_BATCH_RECORDS) records; each token comes back
+    /// with its outcome from [`KafkaProducer::poll_deliveries`]. Never blocks.
+    ///
+    /// Returns how many leading records were handled; `refused` got the index and error of
+    /// each one that can never be enqueued as sent (its token never comes back). Fewer than
+    /// `records.len()` means the local queue is full: send the rest again after serving
+    /// deliveries.
+    pub fn send_batch(
+        &mut self,
+        records: &[OutRecord<'_>],
+        mut refused: impl FnMut(usize, ConnectorError),
+    ) -> usize {
+        let mut handled = 0;
+        while handled < records.len() {
+            let rest = &records[handled..];
+            let producer = &self.producer;
+            let taken = self.queue.produce(rest, |index, err| {
+                let error = match (RDKafkaErrorCode::from(err), producer.client().fatal_error()) {
+                    (RDKafkaErrorCode::Fatal, Some((code, reason))) => ConnectorError::permanent(
+                        format!("kafka producer failed fatally: {code}: {reason}"),
+                    ),
+                    (code, _) => classify("send", &KafkaError::MessageProduction(code)),
+                };
+                refused(handled + index, error);
+            });
+            handled += taken;
+            if taken < rest.len().min(super::PRODUCE_BATCH_RECORDS) {
+                break;
+            }
+        }
+        handled
+    }
+
     /// Serves delivery reports with zero-timeout polls and appends each `(token, outcome)` to
     /// `out` (broker acknowledgement, or the error with its transient/permanent
     /// classification). Call it regularly: librdkafka also serves its error events here.
     pub fn poll_deliveries(&mut self, out: &mut Vec<Delivery>) {
-        for _ in 0..MAX_EVENTS_PER_POLL {
-            let before = self.producer.context().served.load(Ordering::Relaxed);
-            self.producer.poll(Duration::ZERO);
-            if self.producer.context().served.load(Ordering::Relaxed) == before {
-                break;
+        let context = self.producer.context();
+        self.queue.poll(MAX_EVENTS_PER_POLL, |served| match served {
+            // usize → u64 is lossless on every supported (32- and 64-bit) target.
+            Served::Delivery(token, err) => out.push((token as u64, outcome(err.into()))),
+            Served::Error(err, reason) => {
+                context.client_error(KafkaError::Global(err.into()), reason)
             }
+            Served::Log(level, facility, line) => log(level, facility, line),
+        });
+        // Reports rdkafka's own poll served (during a flush) went to the context.
+        let mut served = context.deliveries();
+        if !served.is_empty() {
+            out.append(&mut served);
         }
-        out.append(&mut self.producer.context().deliveries());
     }
 
     /// The latest client-level error since the last call (all brokers down, authentication…).
@@ -215,5 +273,15 @@ impl KafkaProducer {
         self.producer
             .flush(timeout)
             .map_err(|error| classify("flush", &error))
+    }
+}
+
+/// A librdkafka log line (syslog `level`) as the crate's tracing event.
+fn log(level: i32, facility: &str, line: &str) {
+    match level {
+        ..=3 => tracing::error!("librdkafka {facility}: {line}"),
+        4 => tracing::warn!("librdkafka {facility}: {line}"),
+        5 | 6 => tracing::info!("librdkafka {facility}: {line}"),
+        _ => tracing::debug!("librdkafka {facility}: {line}"),
     }
 }

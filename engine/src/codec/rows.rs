@@ -49,6 +49,23 @@ impl EncodedRows {
         }
     }
 
+    /// Appends rows already encoded back to back: row `r` of them is
+    /// `bytes[bounds[r]..bounds[r + 1]]` (`bounds` starts at 0 and ends at `bytes.len()`).
+    pub fn append_contiguous(&mut self, bytes: Vec<u8>, bounds: &[usize]) {
+        let base = self.bytes.len();
+        if base == 0 {
+            // The usual case, a fresh frame: the buffer is taken, not copied.
+            self.bytes = bytes;
+        } else {
+            self.bytes.extend_from_slice(&bytes);
+        }
+        self.rows.extend(
+            bounds
+                .windows(2)
+                .map(|pair| Ok(base + pair[0]..base + pair[1])),
+        );
+    }
+
     /// Rows pushed so far.
     pub fn len(&self) -> usize {
         self.rows.len()

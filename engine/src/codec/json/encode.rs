@@ -1,5 +1,6 @@
 //! NDJSON encoding for emitters: one JSON object per row, keyed by wire names, in the wire
-//! schema's terms so that [`super::JsonDecoder`] reads it back into the same rows.
+//! schema's terms so that [`super::JsonDecoder`] reads it back into the same rows. This is the
+//! row writer; `encode_rows` writes the same bytes column-wise for per-message bodies.
 //!
 //! Each schema column with a wire field becomes one member (columns without one, and wire
 //! fields without a column, are left out); a null is written `null`. DATETIME fields are
@@ -22,12 +23,11 @@ use arrow_schema::DataType as Arrow;
 use super::datetime::write_rfc3339;
 use super::plan::{JsonCodecPlan, Rule};
 use super::scanner::validate_json_text;
-use crate::codec::rows::EncodedRows;
 
 /// A plan's written members over `batch`: wire name, rule and the column feeding it.
-type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
+pub(super) type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
 
-fn members<'a>(batch: &'a RecordBatch, plan: &'a JsonCodecPlan) -> Members<'a> {
+pub(super) fn members<'a>(batch: &'a RecordBatch, plan: &'a JsonCodecPlan) -> Members<'a> {
     plan.wire
         .iter()
         .filter(|slot| slot.rule != Rule::Skip)
@@ -53,18 +53,6 @@ pub fn encode_ndjson(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Vec<u8
     }
 }
 
-/// Appends every row of `batch` to `out` as one JSON object (no newline), recording each
-/// row's range: the per-message bodies of an emitter.
-pub fn encode_json_rows(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut EncodedRows) {
-    let members = members(batch, plan);
-    for row in 0..batch.num_rows() {
-        out.push_row(|bytes| {
-            write_row(&members, row, bytes);
-            Ok::<(), std::convert::Infallible>(())
-        });
-    }
-}
-
 fn write_row(members: &Members<'_>, row: usize, out: &mut Vec<u8>) {
     out.push(b'{');
     for (i, (name, rule, array)) in members.iter().enumerate() {
@@ -83,7 +71,7 @@ fn write_row(members: &Members<'_>, row: usize, out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
-fn write_member(array: &dyn Array, row: usize, rule: Rule, out: &mut Vec<u8>) {
+pub(super) fn write_member(array: &dyn Array, row: usize, rule: Rule, out: &mut Vec<u8>) {
     match rule {
         Rule::ObjectText => match array.as_string_opt::<i32>() {
             Some(strings) => {

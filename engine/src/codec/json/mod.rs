@@ -7,8 +7,9 @@
 //!   ingestor, by the decode table of `validate::catalog_entities::codec`.
 //! - [`JsonDecoder`] (one per shard per ingestor) decodes payloads into reusable, truncatable
 //!   column builders and hands out `RecordBatch`es in the plan's schema.
-//! - [`encode_ndjson`] writes rows back in wire terms, [`encode_json_rows`] one body per row for
-//!   emitters; `plain` writes an emitter's rows without a codec ([`encode_plain_json_rows`]).
+//! - [`encode_ndjson`] writes rows back in wire terms, [`encode_json_rows`] the same bytes as one
+//!   body per row for emitters, column-wise (`encode_rows`); `plain` writes an emitter's rows
+//!   without a codec ([`encode_plain_json_rows`]).
 //!
 //! Decoding rules, where the spec and DESIGN leave a choice:
 //! - A payload is one object, a JSON array of objects, or NDJSON: objects separated by
@@ -35,13 +36,15 @@ pub(crate) mod columns;
 pub(crate) mod datetime;
 mod decode;
 pub(crate) mod encode;
+mod encode_rows;
 mod error;
 mod plain;
 mod plan;
 mod scanner;
 
 pub use decode::JsonDecoder;
-pub use encode::{encode_json_rows, encode_ndjson};
+pub use encode::encode_ndjson;
+pub use encode_rows::encode_json_rows;
 pub use error::{CodecError, DecodeCause, DecodeError, SyntaxError};
 pub use plain::encode_plain_json_rows;
 pub use plan::JsonCodecPlan;

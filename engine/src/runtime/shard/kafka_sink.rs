@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use nervix_connectors::kafka::{KafkaProducer, SendRefused};
+use nervix_connectors::kafka::{KafkaProducer, OutRecord, SendRefused, PRODUCE_BATCH_RECORDS};
 use nervix_connectors::ConnectorError;
 
 use nervix_shards::workers::WorkerClass;
@@ -179,35 +179,14 @@ impl KafkaSinkHandle {
                     std::task::Poll::Pending => return,
                 }
             }
-            while let Some(&(row, due_ns)) = flight.to_send.front() {
-                if due_ns > now_ns {
-                    break;
-                }
-                // Allocates only when the emitter writes headers (librdkafka copies them anyway).
-                let mut headers = Vec::new();
-                let (key, value) = match flight.prepared.row(row as usize, &mut headers) {
-                    Ok(record) => record,
-                    Err(error) => {
-                        flight.outcomes[row as usize] = Some(Err(error));
-                        flight.unresolved -= 1;
-                        flight.to_send.pop_front();
-                        continue;
-                    }
-                };
-                let token = job << ROW_BITS | u64::from(row);
-                match self.producer.send(key, value, &headers, token) {
-                    Ok(()) => {
-                        flight.to_send.pop_front();
-                    }
-                    Err(SendRefused::QueueFull) => {
-                        self.queue_full = true;
-                        return;
-                    }
-                    Err(SendRefused::Failed(error)) => {
-                        flight.to_send.pop_front();
-                        settle(flight, row, Err(error), now_ns, terms);
-                    }
-                }
+            let sent = if self.plan.headers.is_empty() {
+                send_batch(&mut self.producer, flight, job, now_ns, terms)
+            } else {
+                send_each(&mut self.producer, flight, job, now_ns, terms)
+            };
+            if !sent {
+                self.queue_full = true;
+                return;
             }
         }
     }
@@ -227,10 +206,15 @@ impl KafkaSinkHandle {
         let terms = self.retry_terms();
         // Every report fetched is applied: a report dropped here would leave its frame in
         // flight forever.
+        // Reports come in runs of one frame's rows: its entry is looked up once per run.
+        let mut current: Option<(u64, &mut FrameInFlight)> = None;
         for (token, outcome) in self.deliveries.drain(..) {
             let job = token >> ROW_BITS;
             let row = (token & ((1 << ROW_BITS) - 1)) as u32;
-            if let Some(flight) = self.frames.get_mut(&job) {
+            if current.as_ref().is_none_or(|(held, _)| *held != job) {
+                current = self.frames.get_mut(&job).map(|flight| (job, flight));
+            }
+            if let Some((_, flight)) = current.as_mut() {
                 settle(flight, row, outcome, now_ns, terms);
             }
         }
@@ -247,6 +231,122 @@ impl KafkaSinkHandle {
             if let Some(flight) = self.frames.remove(&job) {
                 done.push((flight, job));
             }
+        }
+    }
+}
+
+/// Most rows [`send_batch`] hands the producer at once (its records borrow the frame): one
+/// librdkafka batch call's worth, so the chunk's arrays stay small and are reused by the
+/// allocator chunk after chunk instead of touching fresh pages.
+const SEND_CHUNK_ROWS: usize = PRODUCE_BATCH_RECORDS;
+
+/// A row's delivery token: its frame's job number above its row.
+fn token(job: u64, row: u32) -> u64 {
+    job << ROW_BITS | u64::from(row)
+}
+
+/// Enqueues `flight`'s due rows one record per call (emitters that write headers, which only
+/// the per-record call carries). Returns false when the local queue is full.
+fn send_each(
+    producer: &mut KafkaProducer,
+    flight: &mut FrameInFlight,
+    job: u64,
+    now_ns: u64,
+    terms: RetryTerms,
+) -> bool {
+    while let Some(&(row, due_ns)) = flight.to_send.front() {
+        if due_ns > now_ns {
+            break;
+        }
+        // Allocates only when the row has headers (librdkafka copies them anyway).
+        let mut headers = Vec::new();
+        let (key, value) = match flight.prepared.row(row as usize, &mut headers) {
+            Ok(record) => record,
+            Err(error) => {
+                flight.outcomes[row as usize] = Some(Err(error));
+                flight.unresolved -= 1;
+                flight.to_send.pop_front();
+                continue;
+            }
+        };
+        match producer.send(key, value, &headers, token(job, row)) {
+            Ok(()) => {
+                flight.to_send.pop_front();
+            }
+            Err(SendRefused::QueueFull) => return false,
+            Err(SendRefused::Failed(error)) => {
+                flight.to_send.pop_front();
+                settle(flight, row, Err(error), now_ns, terms);
+            }
+        }
+    }
+    true
+}
+
+/// Enqueues `flight`'s due rows in chunks of at most [`SEND_CHUNK_ROWS`], each chunk in as
+/// few producer calls as the producer allows. Rows keep their order: rows the local queue did
+/// not take go back to the front of `to_send`. Returns false when the local queue is full.
+fn send_batch(
+    producer: &mut KafkaProducer,
+    flight: &mut FrameInFlight,
+    job: u64,
+    now_ns: u64,
+    terms: RetryTerms,
+) -> bool {
+    let mut rows: Vec<u32> = Vec::new();
+    let mut unmade: Vec<(u32, String)> = Vec::new();
+    let mut refused: Vec<(u32, ConnectorError)> = Vec::new();
+    loop {
+        rows.clear();
+        while rows.len() < SEND_CHUNK_ROWS {
+            match flight.to_send.front() {
+                Some(&(row, due_ns)) if due_ns <= now_ns => {
+                    flight.to_send.pop_front();
+                    rows.push(row);
+                }
+                _ => break,
+            }
+        }
+        if rows.is_empty() {
+            return true;
+        }
+        let taken = {
+            let mut no_headers = Vec::new();
+            let mut records = Vec::with_capacity(rows.len());
+            let mut sent_rows = Vec::with_capacity(rows.len());
+            for &row in &rows {
+                match flight.prepared.row(row as usize, &mut no_headers) {
+                    Ok((key, payload)) => {
+                        records.push(OutRecord {
+                            key,
+                            payload,
+                            // Tokens fit: ROW_BITS + the job's bits are within 64 and the
+                            // engine targets 64-bit platforms only.
+                            token: token(job, row) as usize,
+                        });
+                        sent_rows.push(row);
+                    }
+                    Err(error) => unmade.push((row, error)),
+                }
+            }
+            let taken = producer.send_batch(&records, |index, error| {
+                refused.push((sent_rows[index], error));
+            });
+            // Rows the full queue did not take go back, in order, ahead of later rows.
+            for &row in sent_rows[taken..].iter().rev() {
+                flight.to_send.push_front((row, 0));
+            }
+            taken == records.len()
+        };
+        for (row, error) in unmade.drain(..) {
+            flight.outcomes[row as usize] = Some(Err(error));
+            flight.unresolved -= 1;
+        }
+        for (row, error) in refused.drain(..) {
+            settle(flight, row, Err(error), now_ns, terms);
+        }
+        if !taken {
+            return false;
         }
     }
 }
