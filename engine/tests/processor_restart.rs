@@ -65,14 +65,17 @@ CREATE CLIENT CONSUMER EMITTER rows_out
 START;
 ";
 
-const DEDUP_GRAPH: &str = "
+/// A graph where readings branched by tenant pass one processor (`processor`: FROM readings,
+/// TO processed) on their way to the `rows_out` consumer.
+fn readings_graph(processor: &str) -> String {
+    "
 CREATE DOMAIN cases;
 USE cases;
 CREATE SCHEMA reading (tenant STRING, value I64);
 CREATE SCHEMA tenant_key (tenant STRING);
 CREATE BRANCH by_tenant SCHEMA tenant_key TTL 5m;
 CREATE RELAY readings SCHEMA reading BRANCHED BY by_tenant;
-CREATE RELAY unique_readings SCHEMA reading BRANCHED BY by_tenant;
+CREATE RELAY processed SCHEMA reading BRANCHED BY by_tenant;
 CREATE CLIENT PRODUCER INGESTOR rows_in
   FROM SCHEMA reading
     MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
@@ -83,17 +86,9 @@ CREATE CLIENT PRODUCER INGESTOR rows_in
     FLUSH IMMEDIATE
     ON MESSAGE ERROR LOG
   ON GENERAL ERROR LOG;
-CREATE DEDUPLICATOR once
-  FROM readings
-  DEDUPLICATE ON input.value
-  MAX TIME 10m
-  BRANCHED BY by_tenant
-  TO unique_readings
-    INHERIT ALL
-    FLUSH IMMEDIATE
-    ON MESSAGE ERROR LOG;
+{PROCESSOR}
 CREATE CLIENT CONSUMER EMITTER rows_out
-  FROM unique_readings
+  FROM processed
   TO SCHEMA reading
     MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
     RETRY POLICY BACKOFF 10ms MAX 100ms
@@ -101,6 +96,20 @@ CREATE CLIENT CONSUMER EMITTER rows_out
   ON MESSAGE ERROR LOG
   ON GENERAL ERROR LOG;
 START;
+"
+    .replace("{PROCESSOR}", processor)
+}
+
+const DEDUP_PROCESSOR: &str = "
+CREATE DEDUPLICATOR once
+  FROM readings
+  DEDUPLICATE ON input.value
+  MAX TIME 10m
+  BRANCHED BY by_tenant
+  TO processed
+    INHERIT ALL
+    FLUSH IMMEDIATE
+    ON MESSAGE ERROR LOG;
 ";
 
 fn readings(rows: &[(&str, i64)]) -> RecordBatch {
@@ -206,7 +215,7 @@ fn a_restart_mid_window_gives_the_uninterrupted_record() {
 fn a_deduplicator_remembers_its_keys_across_a_restart() {
     let dir = support::scratch_dir("dedup-restart");
     let mut node = Node::start(&dir);
-    define(&mut node.admin(), DEDUP_GRAPH);
+    define(&mut node.admin(), &readings_graph(DEDUP_PROCESSOR));
     let rt = runtime();
     rt.block_on(async {
         let (_session, mut input, mut out) = attach(&node).await;
@@ -269,7 +278,7 @@ fn a_restored_backup_brings_back_the_deduplication_keys() {
     let archive = dir.with_extension("state-backup");
     let _ = std::fs::remove_file(&archive);
     let mut node = Node::start(&dir);
-    define(&mut node.admin(), DEDUP_GRAPH);
+    define(&mut node.admin(), &readings_graph(DEDUP_PROCESSOR));
     let rt = runtime();
     rt.block_on(async {
         let (_session, mut input, mut out) = attach(&node).await;
@@ -483,49 +492,23 @@ fn a_pending_correlator_row_pairs_once_after_a_backup_restore() {
     correlation_across(Outage::BackupRestore);
 }
 
-const REORDER_GRAPH: &str = "
-CREATE DOMAIN cases;
-USE cases;
-CREATE SCHEMA reading (tenant STRING, value I64);
-CREATE SCHEMA tenant_key (tenant STRING);
-CREATE BRANCH by_tenant SCHEMA tenant_key TTL 5m;
-CREATE RELAY readings SCHEMA reading BRANCHED BY by_tenant;
-CREATE RELAY ordered_readings SCHEMA reading BRANCHED BY by_tenant;
-CREATE CLIENT PRODUCER INGESTOR rows_in
-  FROM SCHEMA reading
-    MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
-    ON QUIESCE SUSPEND
-  TO readings
-    INHERIT ALL
-    BRANCHED BY by_tenant SET tenant = message.tenant
-    FLUSH IMMEDIATE
-    ON MESSAGE ERROR LOG
-  ON GENERAL ERROR LOG;
+const REORDER_PROCESSOR: &str = "
 CREATE REORDERER ordered
   FROM readings
   BY input.value
   MAX TIME 8s
   BRANCHED BY by_tenant
-  TO ordered_readings
+  TO processed
     INHERIT ALL
     FLUSH IMMEDIATE
     ON MESSAGE ERROR LOG;
-CREATE CLIENT CONSUMER EMITTER rows_out
-  FROM ordered_readings
-  TO SCHEMA reading
-    MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
-    RETRY POLICY BACKOFF 10ms MAX 100ms
-  FLUSH IMMEDIATE
-  ON MESSAGE ERROR LOG
-  ON GENERAL ERROR LOG;
-START;
 ";
 
 #[test]
 fn a_reorderer_releases_its_held_rows_in_order_after_a_restart() {
     let dir = support::scratch_dir("reorder-restart");
     let mut node = Node::start(&dir);
-    define(&mut node.admin(), REORDER_GRAPH);
+    define(&mut node.admin(), &readings_graph(REORDER_PROCESSOR));
     let rt = runtime();
     rt.block_on(async {
         let (_session, mut input, mut out) = attach(&node).await;

@@ -1288,14 +1288,16 @@ impl Graph {
             };
             for (route, buffers) in self.node_mut(node).routes.iter_mut().enumerate() {
                 let mut frames = Vec::new();
-                let (target, policy) = match node {
-                    NodeRef::Emitter(_) => (usize::MAX, routes[route].flush),
-                    _ => (routes[route].target, routes[route].flush),
+                let target = match node {
+                    NodeRef::Emitter(_) => usize::MAX,
+                    _ => routes[route].target,
                 };
                 match which {
                     RouteFlush::Forced(only) => buffers.force_flush(only, &mut frames),
                     RouteFlush::Due => buffers.tick(at.now, &mut frames),
-                    RouteFlush::NewPolicies => buffers.set_policy(policy, at.now, &mut frames),
+                    RouteFlush::NewPolicies => {
+                        buffers.set_policy(routes[route].flush, at.now, &mut frames)
+                    }
                 }
                 out.extend(
                     frames
