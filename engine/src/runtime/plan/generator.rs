@@ -50,6 +50,7 @@ impl<'d> Builder<'d> {
                 source: relay,
                 each_ns: each.nanos,
             },
+            branch_scope: None,
             detached: true,
         });
         Ok(())

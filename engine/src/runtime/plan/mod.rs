@@ -11,6 +11,7 @@
 //! Expressions are found by span: validation stores every typed tree of an entity with the
 //! span it has in the entity's canonical text, and the definition's AST carries the same spans.
 
+mod branch_scope;
 mod connection;
 mod correlate;
 mod endpoint;
@@ -44,6 +45,7 @@ use crate::catalog::{Domain, Entity, EntityKey};
 use crate::types::TypedExpr;
 use crate::validate::route::{schema_fields, Field};
 use crate::vm::{arrow_type, Program};
+pub use branch_scope::BranchScope;
 use nervix_shards::flush::FlushPolicy;
 
 pub use connection::ConnectionPlan;
@@ -225,6 +227,8 @@ pub struct ProcessorPlan {
     pub routes: Vec<RoutePlan>,
     /// What runs between the filters and the routes.
     pub work: NodeWork,
+    /// The branch key fields its expressions read, as columns after the input's.
+    pub branch_scope: Option<BranchScope>,
     pub detached: bool,
 }
 
@@ -667,10 +671,13 @@ impl<'d> Builder<'d> {
         Ok(())
     }
 
+    /// The inputs' plans and their rows' fields, followed by `scope` (columns the shard adds
+    /// to every input frame, see `branch_scope`).
     fn inputs(
         &self,
         typed: &TypedIndex<'_>,
         written: &[nervix_nspl::ast::Input],
+        scope: &[Field],
         owner: &str,
     ) -> Result<(Vec<InputPlan>, Vec<Field>), PlanError> {
         let mut inputs = Vec::with_capacity(written.len());
@@ -684,7 +691,8 @@ impl<'d> Builder<'d> {
                 Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
                 _ => String::new(),
             };
-            let fields = self.schema_fields(&schema_name, owner)?;
+            let mut fields = self.schema_fields(&schema_name, owner)?;
+            fields.extend_from_slice(scope);
             let filter = match &input.filter {
                 Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
                 None => None,
@@ -782,7 +790,7 @@ impl<'d> Builder<'d> {
                     create,
                     &typed,
                     (inputs, collect, None),
-                    work,
+                    (work, None),
                     &fields,
                     (state, &layout),
                 );
@@ -794,7 +802,19 @@ impl<'d> Builder<'d> {
                 })
             }
         };
-        let (inputs, fields) = self.inputs(&typed, &feed.inputs, &owner)?;
+        // Window routes read the key through their emission (`window::read_results`).
+        let mut scope = Vec::new();
+        let branch_scope = if matches!(create.def, ProcessorDef::Window { .. }) {
+            None
+        } else {
+            let branch = match feed.inputs.first() {
+                Some(input) => self.plan.relays[self.relay_id(&input.relay.name, &owner)?].branch,
+                None => None,
+            };
+            let key = branch.map(|id| (id, self.plan.branches[id].key_fields.as_slice()));
+            branch_scope::extend(&typed, entity, key, &mut scope)?
+        };
+        let (inputs, fields) = self.inputs(&typed, &feed.inputs, &scope, &owner)?;
         let filter = match &feed.filter {
             Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
             None => None,
@@ -826,7 +846,7 @@ impl<'d> Builder<'d> {
             create,
             &typed,
             (inputs, collect, filter),
-            work,
+            (work, branch_scope),
             &route_fields,
             (state, &layout),
         )
@@ -838,7 +858,7 @@ impl<'d> Builder<'d> {
         create: &CreateProcessor,
         typed: &TypedIndex<'_>,
         (inputs, collect, filter): (Vec<InputPlan>, Option<FlushPolicy>, Option<Program>),
-        work: NodeWork,
+        (work, branch_scope): (NodeWork, Option<BranchScope>),
         route_fields: &[Field],
         (state, layout): (Vec<StatePlan>, &StateLayout),
     ) -> Result<(), PlanError> {
@@ -863,6 +883,7 @@ impl<'d> Builder<'d> {
             filter,
             routes,
             work,
+            branch_scope,
             detached: create.attachment == Some(Attachment::Detached),
         });
         Ok(())
@@ -1003,7 +1024,7 @@ impl<'d> Builder<'d> {
             _ => sink,
         };
         let (state, layout) = self.state_dependencies(&typed, &create.state, &owner)?;
-        let (inputs, fields) = self.inputs(&typed, &create.inputs, &owner)?;
+        let (inputs, fields) = self.inputs(&typed, &create.inputs, &[], &owner)?;
         let route = route::compile_emitter(self, &typed, &fields, &sink_fields, create, &layout)?;
         let (ack_timeout_ns, max_in_flight) = match create.sink.mode {
             EmitterMode::NoAck => (None, 1),

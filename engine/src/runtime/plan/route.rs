@@ -163,10 +163,28 @@ fn side_slot(input: &[Field], path: &[String]) -> Option<ColumnSlot> {
     }
 }
 
+/// `branch.x`: the key column the shard appended after the input's (`branch_scope`).
+fn branch_slot(input: &[Field], path: &[String]) -> Option<ColumnSlot> {
+    match path {
+        [scope, name] if scope == "branch" => {
+            position(input, &super::branch_scope::branch_field_name(name)).map(|column| {
+                ColumnSlot {
+                    source: SOURCE_INPUT,
+                    column,
+                }
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Node filters: every scope reads the input row.
 pub(crate) fn input_resolver(fields: &[Field]) -> impl Fn(&[String]) -> Option<ColumnSlot> + '_ {
     move |path: &[String]| {
-        if let Some(slot) = metadata_slot(path).or_else(|| side_slot(fields, path)) {
+        if let Some(slot) = metadata_slot(path)
+            .or_else(|| side_slot(fields, path))
+            .or_else(|| branch_slot(fields, path))
+        {
             return Some(slot);
         }
         let name = match path {
@@ -196,7 +214,10 @@ fn construction_resolver<'a>(
                 return state.slot(relay, field);
             }
         }
-        if let Some(slot) = metadata_slot(path).or_else(|| side_slot(input, path)) {
+        if let Some(slot) = metadata_slot(path)
+            .or_else(|| side_slot(input, path))
+            .or_else(|| branch_slot(input, path))
+        {
             return Some(slot);
         }
         let from_output = |name: &str| {

@@ -609,6 +609,22 @@ impl Graph {
         }
         // Node-level filters: FROM … WHERE and FILTER WHERE, on the input row.
         let mut kept = Kept::all(frame, envelope);
+        if let NodeRef::Processor(index) = node {
+            if let Some(scope) = &plan.processors[index].branch_scope {
+                match self.branch_scope_columns(scope, &frame.key, kept.rows) {
+                    Ok(columns) => kept.columns.extend(columns),
+                    Err(message) => {
+                        // A key that does not decode is a broken invariant of the mesh;
+                        // the payloads are refused rather than routed with wrong values.
+                        tracing::error!(node = %self.node_name(node), %message, "branch key unreadable");
+                        for run in &frame.acks {
+                            cx.nack(run.root);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
         let topic = match node {
             NodeRef::Ingestor(index) => metadata_topic(&plan.ingestors[index].source),
             _ => None,

@@ -404,8 +404,12 @@ impl Graph {
                 let held_acks = keep_units(frame, kept, detached, nacked, cx);
                 self.work_changed = true;
                 let buffer = buffers.entry(frame.key.clone()).or_default();
+                // Held rows keep the relay's columns only: a release goes through
+                // `process` again, which adds the branch scope's anew.
+                let mut columns = std::mem::take(&mut kept.columns);
+                columns.truncate(frame.batch.num_columns());
                 buffer.hold(
-                    (std::mem::take(&mut kept.columns), kept.times.take()),
+                    (columns, kept.times.take()),
                     keys,
                     kept.rows,
                     at.snapshot_ns,
@@ -813,6 +817,29 @@ impl Graph {
     }
 
     /// The `fields` (positions in the key) of branch `key` as one-row columns.
+    /// The key fields `scope` reads, each broadcast over `rows` rows (`plan::branch_scope`).
+    pub(super) fn branch_scope_columns(
+        &mut self,
+        scope: &crate::runtime::plan::BranchScope,
+        key: &BranchKey,
+        rows: usize,
+    ) -> Result<Vec<ArrayRef>, String> {
+        let values = self.branch_columns(Some(scope.branch), &scope.key_positions, key)?;
+        if values.len() != scope.key_positions.len() {
+            return Err(format!(
+                "the frame's branch key is not one of '{}'",
+                self.plan.branches[scope.branch].name
+            ));
+        }
+        let first = arrow_array::UInt32Array::from(vec![0u32; rows]);
+        values
+            .iter()
+            .map(|value| {
+                arrow_select::take::take(value.as_ref(), &first, None).map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+
     fn branch_columns(
         &mut self,
         branch: Option<usize>,
