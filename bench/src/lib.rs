@@ -21,5 +21,6 @@ pub mod gen;
 pub mod http;
 pub mod kafka;
 pub mod nexmark;
+pub mod pacer;
 pub mod report;
 pub mod scenario;

@@ -127,9 +127,6 @@ const INGESTOR: &str = "bench_in";
 const EMITTER: &str = "bench_out";
 /// Rows per client batch at most (DESIGN §9).
 const MAX_BATCH_ROWS: usize = 65_536;
-/// How long before a paced batch is due the pacer stops sleeping and yields instead (one tick
-/// of tokio's millisecond timer, plus margin).
-const PACER_SPIN: Duration = Duration::from_millis(2);
 /// Batches pre-generated before timing; submissions cycle through them.
 const RING_BATCHES: usize = 32;
 /// Consumer credit, in deliveries.
@@ -521,8 +518,8 @@ async fn produce_inner(
         .rate
         .map(|rate| Duration::from_secs_f64(settings.batch_rows as f64 / rate as f64));
     let duration = Duration::from_secs_f64(settings.seconds);
+    let mut pacer = crate::pacer::Pacer::new().context("cannot create the pacer's timer")?;
     let start = Instant::now();
-    let start_tokio = tokio::time::Instant::now();
     let warmup = LATENCY_WARMUP.min(duration / 4);
     MEASURE_FROM_NS.store(
         now_ns() + warmup.as_nanos() as i64,
@@ -531,15 +528,11 @@ async fn produce_inner(
     let mut submitted: u64 = 0;
     while start.elapsed() < duration {
         if let Some(interval) = interval {
-            // tokio's timer ticks in whole milliseconds, which would release batches in
-            // bursts; sleep to within a tick, then yield until the exact instant.
-            let due = start_tokio + interval.mul_f64(submitted as f64);
-            if let Some(early) = due.checked_sub(PACER_SPIN) {
-                tokio::time::sleep_until(early).await;
-            }
-            while tokio::time::Instant::now() < due {
-                tokio::task::yield_now().await;
-            }
+            let due = start + interval.mul_f64(submitted as f64);
+            pacer
+                .wait_until(due)
+                .await
+                .context("the pacer's timer failed")?;
         }
         // Read outcomes so at most a window of batches is without one.
         while pending.len() >= settings.window as usize {
