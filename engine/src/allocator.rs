@@ -17,6 +17,14 @@
 //! session 9). With both thresholds raised the arenas keep their pages; librdkafka's memory is
 //! still bounded by its own queue limits (`queued.max.messages.kbytes`,
 //! `queue.buffering.max.kbytes`), it is only not handed back between rounds.
+//!
+//! Transparent huge pages are turned off for the process. mimalloc asks for them on its arenas
+//! (`MADV_HUGEPAGE`), so the first touch of any byte of a 2 MiB region zeroes all of it; a
+//! shard whose buffers grow to their working size then spends its time in the kernel's
+//! `clear_page_erms` (27 % of the shard thread while records flowed in `kafka-filter-map`, on
+//! a VM whose fresh pages cost about 1 ms per MiB). With 4 KiB pages only the pages written
+//! are zeroed: over 16 alternating runs the shard thread used 680–950 ms of CPU per run
+//! without huge pages against 990–1,330 ms with them (perf/RESULTS.md, session 9).
 
 /// mimalloc's `mi_option_purge_decommits` (its position in `mi_option_t`, mimalloc 2/3 as
 /// libmimalloc-sys 0.1.49 builds it; the binding lists no constant for it).
@@ -40,6 +48,24 @@ mod glibc {
     }
 }
 
+/// Linux `prctl` and its `PR_SET_THP_DISABLE` (`<linux/prctl.h>`).
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::os::raw::{c_int, c_ulong};
+
+    pub const PR_SET_THP_DISABLE: c_int = 41;
+
+    extern "C" {
+        pub fn prctl(
+            option: c_int,
+            arg2: c_ulong,
+            arg3: c_ulong,
+            arg4: c_ulong,
+            arg5: c_ulong,
+        ) -> c_int;
+    }
+}
+
 /// Applies the data plane's allocator settings; call first thing in `main`, before any thread
 /// starts.
 pub fn tune() {
@@ -57,5 +83,13 @@ pub fn tune() {
     unsafe {
         glibc::mallopt(glibc::M_MMAP_THRESHOLD, glibc::MMAP_THRESHOLD_BYTES);
         glibc::mallopt(glibc::M_TRIM_THRESHOLD, glibc::TRIM_THRESHOLD_BYTES);
+    }
+    // SAFETY: `PR_SET_THP_DISABLE` only sets a flag of this process's memory map, read by
+    // later page faults (mappings made before it, mimalloc's first arena among them, are
+    // covered too); a kernel without it returns an error and nothing changes.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    unsafe {
+        linux::prctl(linux::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
 }
