@@ -21,10 +21,10 @@
 //! Transparent huge pages are turned off for the process. mimalloc asks for them on its arenas
 //! (`MADV_HUGEPAGE`), so the first touch of any byte of a 2 MiB region zeroes all of it; a
 //! shard whose buffers grow to their working size then spends its time in the kernel's
-//! `clear_page_erms` (27 % of the shard thread while records flowed in `kafka-filter-map`, on
+//! `clear_page_erms` (26.8 % of the shard thread while records flowed in `kafka-filter-map`, on
 //! a VM whose fresh pages cost about 1 ms per MiB). With 4 KiB pages only the pages written
 //! are zeroed: over 16 alternating runs the shard thread used 680–950 ms of CPU per run
-//! without huge pages against 990–1,330 ms with them (perf/RESULTS.md, session 9).
+//! without huge pages against 980–1,330 ms with them (perf/RESULTS.md, session 9).
 
 /// mimalloc's `mi_option_purge_decommits` (its position in `mi_option_t`, mimalloc 2/3 as
 /// libmimalloc-sys 0.1.49 builds it; the binding lists no constant for it).
