@@ -39,8 +39,9 @@ mod glibc {
     pub const M_MMAP_THRESHOLD: c_int = -3;
     /// Free bytes an arena's top may hold before glibc shrinks it (its default: 128 KiB).
     pub const TRIM_THRESHOLD_BYTES: c_int = 256 << 20;
-    /// Blocks from this size up get a mapping of their own: glibc's largest allowed value
-    /// (half its 64 MiB arena heap), so librdkafka's fetch buffers stay in the arenas.
+    /// Blocks from this size up get a mapping of their own: glibc's largest allowed value.
+    /// Setting the trim threshold stops glibc's dynamic raising of this one, which would
+    /// otherwise stay at 128 KiB and map and unmap every larger librdkafka buffer.
     pub const MMAP_THRESHOLD_BYTES: c_int = 32 << 20;
 
     extern "C" {
@@ -75,9 +76,9 @@ pub fn tune() {
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0);
     }
-    // SAFETY: `mallopt` only sets glibc's malloc parameters; both values are in range (it
-    // returns 0 and changes nothing otherwise). Setting them before other threads allocate
-    // is what glibc documents.
+    // SAFETY: `mallopt` only sets glibc's malloc parameters under its own lock; both values
+    // are in range (it returns 0 and changes nothing otherwise). Called before the node
+    // creates any librdkafka client, so every arena they use follows them.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
     unsafe {
