@@ -76,6 +76,18 @@ impl PartitionOffsets {
     }
 
     fn position(&self, offset: i64) -> Option<usize> {
+        // A partition's offsets are usually consecutive (gaps come only from compaction and
+        // transaction markers), so the record sits `offset - first` places in: check there
+        // first, search only when a gap moved it.
+        let first = self.in_flight.front()?.0;
+        let guess = usize::try_from(offset.checked_sub(first)?).ok()?;
+        if self
+            .in_flight
+            .get(guess)
+            .is_some_and(|&(o, _, _)| o == offset)
+        {
+            return Some(guess);
+        }
         self.in_flight
             .binary_search_by_key(&offset, |&(o, _, _)| o)
             .ok()
@@ -301,6 +313,30 @@ mod tests {
         t.resolved(0, 13, true);
         assert_eq!(actions(&mut t), vec![OffsetAction::Commit(0, 15)]);
         assert_eq!(t.in_flight(), 0);
+        assert_eq!(t.pending(), 0);
+    }
+
+    #[test]
+    fn resolutions_find_records_across_offset_gaps() {
+        // Compaction or transaction markers leave gaps: 20 and 21 are missing, so record 22
+        // is not at `22 - first`.
+        let mut t = OffsetTracker::new();
+        for offset in [17, 18, 19, 22, 23, 30] {
+            t.admitted(0, offset, 0);
+        }
+        t.resolved(0, 16, true);
+        t.resolved(0, 21, true);
+        t.resolved(0, 31, true);
+        assert_eq!(t.pending(), 6, "untracked offsets change nothing");
+        for offset in [23, 30, 22, 18] {
+            t.resolved(0, offset, true);
+        }
+        assert_eq!(t.pending(), 2);
+        assert_eq!(actions(&mut t), vec![], "17 is still pending");
+        t.resolved(0, 17, true);
+        assert_eq!(actions(&mut t), vec![OffsetAction::Commit(0, 19)]);
+        t.resolved(0, 19, true);
+        assert_eq!(actions(&mut t), vec![OffsetAction::Commit(0, 31)]);
         assert_eq!(t.pending(), 0);
     }
 
