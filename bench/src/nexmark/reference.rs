@@ -256,7 +256,10 @@ impl RowDiff {
             } else {
                 &mut diff.extra
             };
-            side.extend(std::iter::repeat_n(row.clone(), count.unsigned_abs() as usize));
+            side.extend(std::iter::repeat_n(
+                row.clone(),
+                count.unsigned_abs() as usize,
+            ));
         }
         diff
     }
@@ -272,7 +275,11 @@ impl RowDiff {
             .missing
             .iter()
             .map(|row| format!("missing {}", show(row)))
-            .chain(self.extra.iter().map(|row| format!("extra   {}", show(row))))
+            .chain(
+                self.extra
+                    .iter()
+                    .map(|row| format!("extra   {}", show(row))),
+            )
             .collect();
         if lines.len() > limit {
             let rest = lines.len() - limit;
