@@ -1286,6 +1286,7 @@ impl Graph {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
         let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
+        let (mut due_logical, mut due_physical) = (None, None);
         for node in nodes {
             let routes = match node {
                 NodeRef::Ingestor(i) => &plan.ingestors[i].routes[..],
@@ -1298,13 +1299,19 @@ impl Graph {
                     NodeRef::Emitter(_) => usize::MAX,
                     _ => routes[route].target,
                 };
-                match which {
-                    RouteFlush::Forced(only) => buffers.force_flush(only, &mut frames),
+                let (logical, physical) = match which {
+                    RouteFlush::Forced(only) => {
+                        buffers.force_flush(only, &mut frames);
+                        buffers.next_deadline()
+                    }
                     RouteFlush::Due => buffers.tick(at.now, &mut frames),
                     RouteFlush::NewPolicies => {
-                        buffers.set_policy(routes[route].flush, at.now, &mut frames)
+                        buffers.set_policy(routes[route].flush, at.now, &mut frames);
+                        buffers.next_deadline()
                     }
-                }
+                };
+                due_logical = min_opt(due_logical, logical);
+                due_physical = min_opt(due_physical, physical);
                 out.extend(
                     frames
                         .into_iter()
@@ -1318,7 +1325,7 @@ impl Graph {
         // earlier rows on other routes and move its watermark past them (see
         // `RouteBuffers::tick`). Frames without event time keep their buffers' order.
         out.sort_by_cached_key(|(opened, _, _, frame)| (earliest_time_ns(frame), *opened));
-        self.route_due = self.route_deadline();
+        self.route_due = (due_logical, due_physical);
         for (_, node, relay, frame) in out {
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),

@@ -15,8 +15,9 @@
 //! the tick's order. Then no buffer an append reaches is past its deadline (deadlines are
 //! compared with the same instant), so buffers only ever flush together, in that order.
 //! Checking costs one comparison: `Graph::route_due` is a lower bound of every buffer's
-//! deadline — lowered as appends arm deadlines, recomputed exactly after each flush of the
-//! routes — so a stale bound only causes one flush that finds nothing due.
+//! deadline — lowered as appends arm deadlines, recomputed exactly by each flush of the
+//! routes in the pass that flushes — so a stale bound only causes one flush that finds
+//! nothing due.
 
 use nervix_shards::flush::Deadline;
 
