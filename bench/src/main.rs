@@ -386,7 +386,11 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let (result, extra) = runtime.block_on(ordered::bench(&settings))?;
+    let ordered::Ordered {
+        result,
+        extra,
+        diff,
+    } = runtime.block_on(ordered::bench(&settings))?;
     drop(runtime);
     let line = format!(
         "Nexmark {}: {} events generated before timing, {} of them submitted once in event-time order; \
@@ -411,8 +415,24 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
         );
         return Ok(ExitCode::from(1));
     }
+    // Equal counts can hide a wrong answer (a row missing, another extra): rows are compared.
+    if !diff.is_empty() {
+        eprintln!(
+            "FAILED {}: {} reference rows missing, {} rows not in the reference (row: the port's output fields in order)",
+            result.scenario,
+            diff.missing.len(),
+            diff.extra.len()
+        );
+        for line in diff.describe(DIFF_LINES) {
+            eprintln!("  {line}");
+        }
+        return Ok(ExitCode::from(1));
+    }
     Ok(code)
 }
+
+/// Differing rows a failed Nexmark run prints at most.
+const DIFF_LINES: usize = 200;
 
 /// Prints a run's table (and JSON line); exit 1 when rows out differ from matching rows in.
 fn report(result: &nervix_bench::report::RunResult, json: bool) -> anyhow::Result<ExitCode> {

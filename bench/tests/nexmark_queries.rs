@@ -10,13 +10,15 @@ use std::num::NonZeroUsize;
 use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
 use nervix_bench::nexmark::gen::Events;
 use nervix_bench::nexmark::query::{Query, QUERIES};
-use nervix_bench::nexmark::reference::{rows_of, Row};
+use nervix_bench::nexmark::reference::{rows_of, Row, RowDiff};
 use nervix_bench::nexmark::run::answer;
 
 /// Events the end-to-end tests submit (18,400 of them bids).
 const EVENTS: usize = 20_000;
 /// Rows per submitted batch: several batches, and a last one that is partial.
 const BATCH_ROWS: usize = 1_500;
+/// Differing rows a failure lists at most.
+const DIFF_LINES: usize = 50;
 
 #[tokio::test(flavor = "current_thread")]
 async fn every_port_is_accepted_by_a_node() {
@@ -54,7 +56,7 @@ async fn every_port_is_accepted_by_a_node() {
 async fn matches_the_reference(name: &str) {
     let query = Query::named(name).expect("a port");
     let events = Events::generate(EVENTS);
-    let mut expected: Vec<Row> = query.reference(&events.persons, &events.auctions, &events.bids);
+    let expected: Vec<Row> = query.reference(&events.persons, &events.auctions, &events.bids);
     assert!(!expected.is_empty(), "{name}: the reference has no rows");
     let batches = answer(&query, &events, BATCH_ROWS, expected.len() as u64)
         .await
@@ -63,18 +65,14 @@ async fn matches_the_reference(name: &str) {
     for batch in &batches {
         got.extend(rows_of(batch).unwrap_or_else(|e| panic!("{name}: {e:#}")));
     }
-    got.sort();
-    expected.sort();
-    if got != expected {
-        let missing = expected.iter().find(|r| got.binary_search(r).is_err());
-        let extra = got.iter().find(|r| expected.binary_search(r).is_err());
-        panic!(
-            "{name}: {} rows out, {} expected; first expected row not received: {missing:?}; \
-             first received row not expected: {extra:?}",
-            got.len(),
-            expected.len()
-        );
-    }
+    let diff = RowDiff::between(&expected, &got);
+    assert!(
+        diff.is_empty(),
+        "{name}: {} rows out, {} expected:\n{}",
+        got.len(),
+        expected.len(),
+        diff.describe(DIFF_LINES).join("\n")
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -13,8 +13,8 @@
 //! time from the first submit to the last output row. The domains' clock barely moves
 //! (`run::TIME_RATE`), so windows and correlations end by event time alone; each stream ends with
 //! two end markers ([`super::run::streams`]) that move the watermarks past the last windows,
-//! and their own output is left out. The run passes when rows out equal the reference's row
-//! count. Latency is not measured: output rows of a window or a correlation have no single
+//! and their own output is left out. The run passes when rows out equal the reference's rows
+//! as a multiset; otherwise the differing rows are printed on stderr (`missing …`, `extra …`). Latency is not measured: output rows of a window or a correlation have no single
 //! input batch to measure from.
 //!
 //! The producers' credit (`--window` batches) must cover what the stateful nodes hold
@@ -30,6 +30,7 @@ use serde_json::{json, Map, Value};
 
 use super::gen::Events;
 use super::query::Query;
+use super::reference::{rows_of, Row, RowDiff};
 use super::run::{
     collect, real_rows, streams, submit_all, Deployed, Stream, Submitted, Target, MAX_BATCH_ROWS,
     TAIL_WAIT,
@@ -72,6 +73,8 @@ pub struct OrderedSettings {
 struct Measured {
     submitted: Submitted,
     rows_out: u64,
+    /// Every output row (the end markers' left out).
+    rows: Vec<Row>,
     deliveries: u64,
     /// First submit → last outcome.
     submit: Duration,
@@ -79,8 +82,16 @@ struct Measured {
     elapsed: Duration,
 }
 
-/// Runs `nervix-bench nexmark-q5|q7|q8`; returns the result and the extra JSON fields.
-pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map<String, Value>)> {
+/// What [`bench`] reports: the result, the extra JSON fields, and how the rows out differ from
+/// the reference's (empty when the run is right).
+pub struct Ordered {
+    pub result: RunResult,
+    pub extra: Map<String, Value>,
+    pub diff: RowDiff,
+}
+
+/// Runs `nervix-bench nexmark-q5|q7|q8`.
+pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
     let query = &settings.query;
     if query.stateless_rows(&[]).is_some() {
         bail!(
@@ -100,9 +111,8 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map
     }
     let prepared_at = Instant::now();
     let events = Events::generate(settings.events);
-    let expected_rows = query
-        .reference(&events.persons, &events.auctions, &events.bids)
-        .len() as u64;
+    let expected = query.reference(&events.persons, &events.auctions, &events.bids);
+    let expected_rows = expected.len() as u64;
     let streams = streams(query, &events, settings.batch_rows);
     drop(events);
     let span_s = event_span_s(&streams);
@@ -117,6 +127,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map
     let measured = measure(&deployed, settings, &streams, expected_rows).await;
     deployed.stop().await;
     let measured = measured?;
+    let diff = RowDiff::between(&expected, &measured.rows);
     if let Some(failure) = &measured.submitted.first_failure {
         eprintln!(
             "{} batches ended other than Completed; first: {failure}",
@@ -160,6 +171,8 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map
     extra.insert("events_generated".into(), json!(settings.events));
     extra.insert("events_submitted".into(), json!(events_in));
     extra.insert("reference_rows".into(), json!(expected_rows));
+    extra.insert("rows_missing".into(), json!(diff.missing.len()));
+    extra.insert("rows_extra".into(), json!(diff.extra.len()));
     extra.insert("prepare_s".into(), json!(floor3(prepare_s)));
     extra.insert(
         "submit_s".into(),
@@ -181,7 +194,11 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<(RunResult, Map
         "events".into(),
         json!("the first N events of the nexmark crate's generator (base time pinned), generated, batched and answered by the reference before timing; the streams the port reads submitted once in event-time order; events/s = events submitted / (first submit → last output row)"),
     );
-    Ok((result, extra))
+    Ok(Ordered {
+        result,
+        extra,
+        diff,
+    })
 }
 
 /// Event time from the earliest to the latest event in the streams, in seconds.
@@ -228,10 +245,18 @@ async fn measure(
     let mut rows_out: u64 = 0;
     let mut deliveries: u64 = 0;
     let mut last_row: Option<Duration> = None;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut unreadable: Option<anyhow::Error> = None;
     let collected = collect(&mut consumer, &target, |batch| {
         rows_out += batch.num_rows() as u64;
         deliveries += 1;
         last_row = Some(start.elapsed());
+        match rows_of(&batch) {
+            Ok(batch_rows) => rows.extend(batch_rows),
+            Err(error) => {
+                unreadable.get_or_insert(error);
+            }
+        }
     });
     let ((submitted, submit), received) = tokio::join!(submit, collected);
     for producer in producers {
@@ -240,9 +265,13 @@ async fn measure(
     consumer.close().await;
     let submitted = submitted?;
     received?;
+    if let Some(error) = unreadable {
+        return Err(error.context("an output batch cannot be compared with the reference"));
+    }
     Ok(Measured {
         submitted,
         rows_out,
+        rows,
         deliveries,
         submit,
         elapsed: last_row.unwrap_or(submit),

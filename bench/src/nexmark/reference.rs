@@ -230,6 +230,79 @@ pub fn rows_of(batch: &RecordBatch) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// How a port's rows differ from the reference's, as multisets: the reference rows it did not
+/// send and the rows it sent that the reference does not have (each sorted, repeated as often
+/// as the count differs).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RowDiff {
+    pub missing: Vec<Row>,
+    pub extra: Vec<Row>,
+}
+
+impl RowDiff {
+    /// `got` against `expected`, in any order.
+    pub fn between(expected: &[Row], got: &[Row]) -> RowDiff {
+        let mut counts: BTreeMap<&Row, i64> = BTreeMap::new();
+        for row in expected {
+            *counts.entry(row).or_default() += 1;
+        }
+        for row in got {
+            *counts.entry(row).or_default() -= 1;
+        }
+        let mut diff = RowDiff::default();
+        for (row, count) in counts {
+            let side = if count > 0 {
+                &mut diff.missing
+            } else {
+                &mut diff.extra
+            };
+            side.extend(std::iter::repeat_n(
+                row.clone(),
+                count.unsigned_abs() as usize,
+            ));
+        }
+        diff
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty()
+    }
+
+    /// One line per differing row (`missing …` / `extra …`, the row's values in the output
+    /// schema's field order), at most `limit` lines and a count of the rest.
+    pub fn describe(&self, limit: usize) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .missing
+            .iter()
+            .map(|row| format!("missing {}", show(row)))
+            .chain(
+                self.extra
+                    .iter()
+                    .map(|row| format!("extra   {}", show(row))),
+            )
+            .collect();
+        if lines.len() > limit {
+            let rest = lines.len() - limit;
+            lines.truncate(limit);
+            lines.push(format!("… and {rest} more"));
+        }
+        lines
+    }
+}
+
+/// A row's values, comma-separated (DATETIME as epoch nanoseconds).
+fn show(row: &Row) -> String {
+    let values: Vec<String> = row
+        .iter()
+        .map(|value| match value {
+            Value::I64(v) | Value::Time(v) => v.to_string(),
+            Value::F64Bits(bits) => f64::from_bits(*bits).to_string(),
+            Value::Str(s) => format!("{s:?}"),
+        })
+        .collect();
+    format!("({})", values.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +356,26 @@ mod tests {
             );
         }
         assert_eq!(rows.len(), 2 + 4 + 4);
+    }
+
+    #[test]
+    fn a_diff_counts_repeated_rows_as_multisets() {
+        let row = |a: i64| vec![Value::I64(a), Value::I64(1), Value::I64(10)];
+        let expected = [row(1), row(2), row(2), row(3)];
+        let got = [row(3), row(2), row(4), row(4)];
+        let diff = RowDiff::between(&expected, &got);
+        assert_eq!(diff.missing, vec![row(1), row(2)]);
+        assert_eq!(diff.extra, vec![row(4), row(4)]);
+        assert_eq!(
+            diff.describe(3),
+            vec![
+                "missing (1, 1, 10)",
+                "missing (2, 1, 10)",
+                "extra   (4, 1, 10)",
+                "… and 1 more"
+            ]
+        );
+        assert!(RowDiff::between(&got, &got).is_empty());
     }
 
     #[test]

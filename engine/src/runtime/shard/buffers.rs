@@ -149,17 +149,30 @@ impl RouteBuffers {
     /// number: the caller publishes the frames of all routes by earliest event time, then
     /// oldest buffer, so a branch whose rows are later (an end of input, a far-ahead event
     /// time) does not overtake rows of the same input on another route or branch and move a
-    /// downstream watermark past them.
-    pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) {
+    /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
+    /// [`RouteBuffers::next_deadline`] (in the same pass).
+    pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
         let schema = &self.schema;
+        let mut logical: Option<i64> = None;
+        let mut physical: Option<u64> = None;
         self.buffers.retain(|key, buffer| {
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
                 if let Some(frame) = take(schema, key, buffer) {
                     out.push((buffer.opened, frame));
                 }
             }
+            match buffer.flusher.next_deadline() {
+                Some(nervix_shards::flush::Deadline::Logical(at)) => {
+                    logical = Some(logical.map_or(at, |l| l.min(at)))
+                }
+                Some(nervix_shards::flush::Deadline::Physical(at)) => {
+                    physical = Some(physical.map_or(at, |p| p.min(at)))
+                }
+                None => {}
+            }
             !buffer.parts.is_empty()
         });
+        (logical, physical)
     }
 
     /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated

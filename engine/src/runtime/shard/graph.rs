@@ -24,6 +24,7 @@
 mod admit;
 mod adopt;
 mod correlate;
+mod flush_order;
 mod generator;
 mod output;
 mod snapshot;
@@ -181,6 +182,8 @@ pub struct Graph {
     state_arrived: bool,
     /// The earliest deadline armed since the shard last asked, in physical ns.
     armed_ns: Option<u64>,
+    /// No route buffer is due before this (logical, physical ns); see `flush_order`.
+    route_due: (Option<i64>, Option<u64>),
     /// Relay frames the pump may still hand to consumers in this step (unbounded outside a
     /// step), and whether it stopped with frames left because of it.
     pub deliver_budget: usize,
@@ -343,6 +346,7 @@ impl Graph {
             broadcast_state: Vec::new(),
             state_arrived: false,
             armed_ns: None,
+            route_due: (None, None),
             deliver_budget: usize::MAX,
             deferred: false,
             work: plan
@@ -600,6 +604,8 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        // Older rows in buffers past their deadline leave first (`flush_order`).
+        self.flush_overdue_routes(at, cx);
         let plan = self.plan.clone();
         let mut per_run = vec![0u64; frame.acks.len()];
         let mut nacked = vec![false; frame.acks.len()];
@@ -1296,6 +1302,7 @@ impl Graph {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
         let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
+        let (mut due_logical, mut due_physical) = (None, None);
         for node in nodes {
             let routes = match node {
                 NodeRef::Ingestor(i) => &plan.ingestors[i].routes[..],
@@ -1308,13 +1315,19 @@ impl Graph {
                     NodeRef::Emitter(_) => usize::MAX,
                     _ => routes[route].target,
                 };
-                match which {
-                    RouteFlush::Forced(only) => buffers.force_flush(only, &mut frames),
+                let (logical, physical) = match which {
+                    RouteFlush::Forced(only) => {
+                        buffers.force_flush(only, &mut frames);
+                        buffers.next_deadline()
+                    }
                     RouteFlush::Due => buffers.tick(at.now, &mut frames),
                     RouteFlush::NewPolicies => {
-                        buffers.set_policy(routes[route].flush, at.now, &mut frames)
+                        buffers.set_policy(routes[route].flush, at.now, &mut frames);
+                        buffers.next_deadline()
                     }
-                }
+                };
+                due_logical = min_opt(due_logical, logical);
+                due_physical = min_opt(due_physical, physical);
                 out.extend(
                     frames
                         .into_iter()
@@ -1328,6 +1341,7 @@ impl Graph {
         // earlier rows on other routes and move its watermark past them (see
         // `RouteBuffers::tick`). Frames without event time keep their buffers' order.
         out.sort_by_cached_key(|(opened, _, _, frame)| (earliest_time_ns(frame), *opened));
+        self.route_due = (due_logical, due_physical);
         for (_, node, relay, frame) in out {
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
@@ -1338,19 +1352,13 @@ impl Graph {
 
     /// The earliest flush deadline of any buffer: (logical, physical) ns.
     pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
-        let mut logical: Option<i64> = None;
-        let mut physical: Option<u64> = None;
+        let (mut logical, mut physical) = self.route_deadline();
         for node in self
             .ingestors
             .iter()
             .chain(&self.processors)
             .chain(&self.emitters)
         {
-            for buffers in &node.routes {
-                let (l, p) = buffers.next_deadline();
-                logical = min_opt(logical, l);
-                physical = min_opt(physical, p);
-            }
             if let Some(collector) = &node.collect {
                 logical = min_opt(logical, collector.next_deadline());
             }

@@ -74,6 +74,7 @@ impl Graph {
                 openings,
                 &mut flushed,
             );
+            self.note_route_deadline(deadline);
             self.note_deadline(deadline, at);
         }
         match node {

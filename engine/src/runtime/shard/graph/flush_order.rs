@@ -1,0 +1,267 @@
+//! The order in which route buffers' frames leave: no frame leaves ahead of older rows that
+//! another buffer holds past its deadline.
+//!
+//! Why it matters: a window processor's input watermark is the latest row time it admitted,
+//! across its branches, so a frame whose rows are later than rows still buffered for another
+//! branch closes that branch's window before those rows arrive (they then open a second
+//! window). A tick flushes every due buffer at once, earliest event time first
+//! (`Graph::flush_routes`). But a buffer past its deadline that takes new rows before a tick
+//! flushes what it held on the spot ([`nervix_shards::flush::RouteFlusher::append`]), alone:
+//! while the shard is busy (rounds of a step run without ticks in between), that frame —
+//! rows of a recent input batch — overtook the rows of earlier batches that other branches'
+//! buffers still held, and Nexmark q5 lost counts this way.
+//!
+//! The rule: before a node processes a frame, every buffer due at that instant flushes, in
+//! the tick's order. Then no buffer an append reaches is past its deadline (deadlines are
+//! compared with the same instant), so buffers only ever flush together, in that order.
+//! Checking costs one comparison: `Graph::route_due` is a lower bound of every buffer's
+//! deadline — lowered as appends arm deadlines, recomputed exactly by each flush of the
+//! routes in the pass that flushes — so a stale bound only causes one flush that finds
+//! nothing due.
+
+use nervix_shards::flush::Deadline;
+
+use super::{min_opt, Ctx, Graph, Instant, RouteFlush};
+
+impl Graph {
+    /// Lowers the route-buffer bound to a deadline a buffer armed.
+    pub(super) fn note_route_deadline(&mut self, deadline: Option<Deadline>) {
+        let (logical, physical) = &mut self.route_due;
+        match deadline {
+            Some(Deadline::Logical(at)) => *logical = min_opt(*logical, Some(at)),
+            Some(Deadline::Physical(at)) => *physical = min_opt(*physical, Some(at)),
+            None => {}
+        }
+    }
+
+    /// The earliest deadline of any route buffer: (logical, physical) ns.
+    pub(super) fn route_deadline(&self) -> (Option<i64>, Option<u64>) {
+        let mut logical: Option<i64> = None;
+        let mut physical: Option<u64> = None;
+        for node in self
+            .ingestors
+            .iter()
+            .chain(&self.processors)
+            .chain(&self.emitters)
+        {
+            for buffers in &node.routes {
+                let (l, p) = buffers.next_deadline();
+                logical = min_opt(logical, l);
+                physical = min_opt(physical, p);
+            }
+        }
+        (logical, physical)
+    }
+
+    /// Flushes the due route buffers, as a tick would, if any may be due at `at`.
+    pub(super) fn flush_overdue_routes(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        let (logical, physical) = self.route_due;
+        let due = logical.is_some_and(|l| l <= at.now.logical_ns)
+            || physical.is_some_and(|p| p <= at.now.physical_ns);
+        if due {
+            self.flush_routes(RouteFlush::Due, at, cx);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray};
+    use arrow_schema::{DataType, Field, Schema, TimeUnit};
+    use nervix_shards::ack::AckSlab;
+    use nervix_shards::branch_key::BranchKey;
+    use nervix_shards::flush::{Now, IMMEDIATE_WINDOW_NS};
+
+    use super::super::{Graph, Instant, PayloadToken};
+    use crate::catalog::plan::{plan_statement, StatementContext};
+    use crate::catalog::Catalog;
+    use crate::runtime::clock::DomainPace;
+    use crate::runtime::frame::Frame;
+    use crate::runtime::shard::mesh::{Ctx, Outbox, ROOT_SHARD};
+
+    /// A reingestor regroups readings by sensor (FLUSH IMMEDIATE) into a 10 s tumbling count
+    /// per sensor, which a consumer emitter receives.
+    const SCRIPT: &str = "
+        CREATE DOMAIN d;
+        CREATE SCHEMA reading (sensor STRING, ts DATETIME);
+        CREATE SCHEMA tally (sensor STRING, n I64);
+        CREATE SCHEMA sensor_key (sensor STRING);
+        CREATE BRANCH by_sensor SCHEMA sensor_key TTL 5m;
+        CREATE RELAY readings SCHEMA reading UNBRANCHED;
+        CREATE RELAY keyed SCHEMA reading BRANCHED BY by_sensor;
+        CREATE RELAY tallies SCHEMA tally BRANCHED BY by_sensor;
+        CREATE REINGESTOR regroup
+          FROM readings
+          TO keyed
+            INHERIT ALL
+            BRANCHED BY by_sensor SET sensor = message.sensor
+            FLUSH IMMEDIATE
+            ON MESSAGE ERROR LOG;
+        CREATE WINDOW PROCESSOR tally_by_sensor
+          FROM keyed
+          WIDTH 10s DURATION
+          STEP 10s DURATION
+          BRANCHED BY by_sensor
+          TO tallies
+            SET sensor = branch.sensor, n = COUNT(input.sensor)
+            ON MESSAGE ERROR LOG;
+        CREATE CLIENT CONSUMER EMITTER tallies_out
+          FROM tallies
+          TO SCHEMA tally
+            MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
+            RETRY POLICY BACKOFF 10ms MAX 100ms
+          FLUSH IMMEDIATE
+          ON MESSAGE ERROR LOG
+          ON GENERAL ERROR LOG;
+    ";
+
+    const S: i64 = 1_000_000_000;
+
+    fn graph() -> Graph {
+        let mut catalog = Catalog::default();
+        for statement in SCRIPT.split_inclusive(';').map(str::trim) {
+            if statement.is_empty() {
+                continue;
+            }
+            let parsed = nervix_nspl::parse_statement(statement)
+                .unwrap_or_else(|e| panic!("{statement}: does not parse: {e:?}"));
+            let context = StatementContext {
+                domain: Some("d"),
+                span: nervix_nspl::Span::default(),
+                wall_ns: 0,
+            };
+            let planned = plan_statement(&catalog, context, &parsed)
+                .unwrap_or_else(|e| panic!("{statement}: refused: {e}"));
+            for change in &planned.changes {
+                catalog.apply_change(change);
+            }
+        }
+        let plan = crate::runtime::plan::build(
+            &catalog.domains["d"],
+            &catalog,
+            std::path::Path::new("."),
+            DomainPace::Unpaced,
+        )
+        .expect("the plan builds");
+        Graph::new(Arc::new(plan))
+    }
+
+    /// An instant `physical_ns` into the run; the domain clock stays at the epoch, so only
+    /// event time (the watermark) closes windows.
+    fn at(physical_ns: u64) -> Instant {
+        Instant {
+            now: Now::new(0, physical_ns),
+            snapshot_ns: 0,
+        }
+    }
+
+    /// One input batch of readings, `(sensor, event time in s)`.
+    fn readings(rows: &[(&str, i64)]) -> Frame {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("sensor", DataType::Utf8, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+                false,
+            ),
+        ]));
+        let times: Vec<i64> = rows.iter().map(|(_, s)| s * S).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|(k, _)| *k))),
+            Arc::new(TimestampNanosecondArray::from(times.clone()).with_timezone("UTC")),
+        ];
+        Frame {
+            batch: RecordBatch::try_new(schema, columns).expect("a batch"),
+            key: BranchKey::Unbranched,
+            acks: Vec::new(),
+            times: Some(Arc::new(Int64Array::from(times))),
+        }
+    }
+
+    /// Drives a graph on one shard at instants the test chooses, collecting the emitter's
+    /// rows as `(sensor, n)`.
+    struct Driver {
+        graph: Graph,
+        slab: AckSlab<PayloadToken>,
+        outbox: Outbox,
+        progressed: Vec<nervix_shards::ack::AckHandle>,
+        tallies: Vec<(String, i64)>,
+    }
+
+    impl Driver {
+        fn new() -> Driver {
+            Driver {
+                graph: graph(),
+                slab: AckSlab::new(1_024).expect("a slab"),
+                outbox: Outbox::new(1),
+                progressed: Vec::new(),
+                tallies: Vec::new(),
+            }
+        }
+
+        fn with_ctx(&mut self, step: impl FnOnce(&mut Graph, &mut Ctx<'_>)) {
+            let mut cx = Ctx {
+                shard: ROOT_SHARD,
+                shards: 1,
+                slab: &mut self.slab,
+                outbox: &mut self.outbox,
+                progressed: &mut self.progressed,
+            };
+            step(&mut self.graph, &mut cx);
+            for queue in &mut self.graph.emitter_queues {
+                for frame in queue.ready.drain(..) {
+                    let sensors = frame.batch.column(0).as_string::<i32>().clone();
+                    let counts = frame.batch.column(1).as_primitive::<Int64Type>().clone();
+                    for (sensor, n) in sensors.iter().zip(counts.values()) {
+                        self.tallies
+                            .push((sensor.unwrap_or_default().to_string(), *n));
+                    }
+                }
+            }
+        }
+
+        /// An input batch arrives and moves as far as it can, without a tick.
+        fn send(&mut self, rows: &[(&str, i64)], physical_ns: u64) {
+            self.with_ctx(|graph, cx| {
+                graph.receive_relay_frame("readings", readings(rows), at(physical_ns), cx);
+                graph.pump(at(physical_ns), cx);
+            });
+        }
+
+        fn tick(&mut self, physical_ns: u64) {
+            self.with_ctx(|graph, cx| graph.tick(at(physical_ns), cx));
+        }
+    }
+
+    #[test]
+    fn a_buffer_past_its_deadline_does_not_leave_ahead_of_older_rows() {
+        let mut driver = Driver::new();
+        let window = IMMEDIATE_WINDOW_NS;
+        // Sensor a opens its window at 0 s (due at 10 s).
+        driver.send(&[("a", 0)], 0);
+        driver.tick(window);
+        // One batch: a at 5 s, b at 15 s; both buffers due 100 µs later.
+        driver.send(&[("a", 5), ("b", 15)], 2 * window);
+        // The shard is busy: the next batch comes after that deadline, before any tick. b's
+        // buffer takes it; a's 5 s row must still reach a's window before b's 15 s row.
+        driver.send(&[("b", 16)], 4 * window);
+        driver.tick(5 * window);
+        // Event time moves past every window; each hop (reingestor, window, emitter) waits
+        // for one tick.
+        driver.send(&[("c", 100)], 6 * window);
+        for hop in 1..=3 {
+            driver.tick((6 + 2 * hop) * window);
+        }
+        let mut tallies = driver.tallies.clone();
+        tallies.sort();
+        assert_eq!(
+            tallies,
+            vec![("a".to_string(), 2), ("b".to_string(), 2)],
+            "a's two rows fall in one window, and so do b's"
+        );
+    }
+}
