@@ -36,6 +36,10 @@ pub struct InProcessProducer {
     next_seq: u64,
     outstanding: u32,
     granted_batches: u32,
+    granted_bytes: u64,
+    /// The bytes each outstanding batch holds of the credit (as the shard charges them).
+    outstanding_bytes: std::collections::HashMap<u64, u64>,
+    held_bytes: u64,
     ready: std::collections::VecDeque<(u64, Outcome)>,
 }
 
@@ -64,6 +68,7 @@ impl InProcessProducer {
             Ok(InProcessEvent::Frame(SessionFrame::ProducerOpened {
                 producer_id,
                 granted_batches,
+                granted_bytes,
                 ..
             })) => Ok(InProcessProducer {
                 data_plane,
@@ -72,6 +77,9 @@ impl InProcessProducer {
                 next_seq: 1,
                 outstanding: 0,
                 granted_batches,
+                granted_bytes,
+                outstanding_bytes: Default::default(),
+                held_bytes: 0,
                 ready: Default::default(),
             }),
             Ok(InProcessEvent::Frame(SessionFrame::OpenRefused { reason, .. })) => {
@@ -81,14 +89,21 @@ impl InProcessProducer {
         }
     }
 
-    /// Submits a batch, waiting for a batch of credit first; returns its sequence number.
+    /// Submits a batch, waiting for its credit first — a batch and its bytes, counted as the
+    /// shard charges them; returns its sequence number. A batch larger than all the granted
+    /// bytes goes once nothing is outstanding, and the shard answers it credit exceeded.
     pub async fn submit(&mut self, batch: RecordBatch) -> Result<u64, InProcessError> {
-        while self.outstanding >= self.granted_batches {
+        let bytes = super::shard::buffers::logical_bytes(&batch);
+        while self.outstanding >= self.granted_batches
+            || (self.outstanding > 0 && self.held_bytes + bytes > self.granted_bytes)
+        {
             self.receive().await?;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         self.outstanding += 1;
+        self.held_bytes += bytes;
+        self.outstanding_bytes.insert(seq, bytes);
         self.data_plane
             .send(Command::Submit {
                 producer: self.id,
@@ -105,7 +120,7 @@ impl InProcessProducer {
             Ok(InProcessEvent::Frame(SessionFrame::BatchOutcome {
                 batch_seq, outcome, ..
             })) => {
-                self.outstanding = self.outstanding.saturating_sub(1);
+                self.settle(batch_seq);
                 self.ready.push_back((batch_seq, outcome));
                 Ok(())
             }
@@ -134,11 +149,19 @@ impl InProcessProducer {
                 batch_seq, outcome, ..
             }) = event
             {
-                self.outstanding = self.outstanding.saturating_sub(1);
+                self.settle(batch_seq);
                 self.ready.push_back((batch_seq, outcome));
             }
         }
         self.ready.pop_front()
+    }
+
+    /// Batch `batch_seq`'s outcome arrived: its batch and bytes of credit return.
+    fn settle(&mut self, batch_seq: u64) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        if let Some(bytes) = self.outstanding_bytes.remove(&batch_seq) {
+            self.held_bytes -= bytes;
+        }
     }
 
     /// Batches sent whose outcome has not arrived.
