@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 use nervix_shards::branch_key::BranchKey;
-use nervix_shards::flush::{Action, Chunk, FlushPolicy, Now, RouteFlusher};
+use nervix_shards::flush::{Action, Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
 use crate::runtime::frame::{append_runs, AckRun, Frame};
 
@@ -153,26 +153,17 @@ impl RouteBuffers {
     /// [`RouteBuffers::next_deadline`] (in the same pass).
     pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
         let schema = &self.schema;
-        let mut logical: Option<i64> = None;
-        let mut physical: Option<u64> = None;
+        let mut earliest = (None, None);
         self.buffers.retain(|key, buffer| {
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
                 if let Some(frame) = take(schema, key, buffer) {
                     out.push((buffer.opened, frame));
                 }
             }
-            match buffer.flusher.next_deadline() {
-                Some(nervix_shards::flush::Deadline::Logical(at)) => {
-                    logical = Some(logical.map_or(at, |l| l.min(at)))
-                }
-                Some(nervix_shards::flush::Deadline::Physical(at)) => {
-                    physical = Some(physical.map_or(at, |p| p.min(at)))
-                }
-                None => {}
-            }
+            lower_to(&mut earliest, buffer.flusher.next_deadline());
             !buffer.parts.is_empty()
         });
-        (logical, physical)
+        earliest
     }
 
     /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated
@@ -210,20 +201,20 @@ impl RouteBuffers {
 
     /// The earliest deadline of any buffer: (logical, physical) instants in ns.
     pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
-        let mut logical: Option<i64> = None;
-        let mut physical: Option<u64> = None;
+        let mut earliest = (None, None);
         for buffer in self.buffers.values() {
-            match buffer.flusher.next_deadline() {
-                Some(nervix_shards::flush::Deadline::Logical(at)) => {
-                    logical = Some(logical.map_or(at, |l| l.min(at)))
-                }
-                Some(nervix_shards::flush::Deadline::Physical(at)) => {
-                    physical = Some(physical.map_or(at, |p| p.min(at)))
-                }
-                None => {}
-            }
+            lower_to(&mut earliest, buffer.flusher.next_deadline());
         }
-        (logical, physical)
+        earliest
+    }
+}
+
+/// Lowers `earliest` (logical, physical ns) to `deadline` when it is earlier.
+pub(super) fn lower_to(earliest: &mut (Option<i64>, Option<u64>), deadline: Option<Deadline>) {
+    match deadline {
+        Some(Deadline::Logical(at)) => earliest.0 = Some(earliest.0.map_or(at, |l| l.min(at))),
+        Some(Deadline::Physical(at)) => earliest.1 = Some(earliest.1.map_or(at, |p| p.min(at))),
+        None => {}
     }
 }
 

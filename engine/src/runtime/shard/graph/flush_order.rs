@@ -26,12 +26,7 @@ use super::{min_opt, Ctx, Graph, Instant, RouteFlush};
 impl Graph {
     /// Lowers the route-buffer bound to a deadline a buffer armed.
     pub(super) fn note_route_deadline(&mut self, deadline: Option<Deadline>) {
-        let (logical, physical) = &mut self.route_due;
-        match deadline {
-            Some(Deadline::Logical(at)) => *logical = min_opt(*logical, Some(at)),
-            Some(Deadline::Physical(at)) => *physical = min_opt(*physical, Some(at)),
-            None => {}
-        }
+        crate::runtime::shard::buffers::lower_to(&mut self.route_due, deadline);
     }
 
     /// The earliest deadline of any route buffer: (logical, physical) ns.
