@@ -84,8 +84,13 @@ struct RunArguments {
     #[arg(long, default_value_t = NonZeroUsize::MIN)]
     shards: NonZeroUsize,
     /// Pace the producer to this many rows per second (default: full speed).
-    #[arg(long, value_name = "ROWS_PER_SEC")]
+    #[arg(long, value_name = "ROWS_PER_SEC", conflicts_with = "half_load")]
     rate: Option<u64>,
+    /// Run twice with the same settings: at full speed, then paced to half the rows/s the
+    /// first run reached (the latency-at-half-load measurement; `--json` prints the paced run,
+    /// with the full-speed figures as `full_rows_per_sec` and `full_p99_us`).
+    #[arg(long)]
+    half_load: bool,
     /// Rows per submitted batch.
     #[arg(long, default_value_t = 8192)]
     batch_rows: usize,
@@ -294,9 +299,32 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
             .build()
     }
     .context("cannot start the tokio runtime")?;
-    let result = runtime.block_on(scenario::run(transport, &settings))?;
+    if !args.half_load {
+        let result = runtime.block_on(scenario::run(transport, &settings))?;
+        drop(runtime);
+        return report(&result, args.json);
+    }
+    let full = runtime.block_on(scenario::run(transport, &settings))?;
+    println!("full speed:\n{}", full.table());
+    if !full.passed() {
+        return report(&full, args.json);
+    }
+    let half_rate = (full.rows_per_sec / 2.0).floor() as u64;
+    let paced = RunSettings {
+        rate: Some(half_rate.max(1)),
+        ..settings
+    };
+    let result = runtime.block_on(scenario::run(transport, &paced))?;
     drop(runtime);
-    report(&result, args.json)
+    let mut extra = serde_json::Map::new();
+    extra.insert("full_rows_per_sec".into(), full.rows_per_sec.floor().into());
+    extra.insert("full_p99_us".into(), full.p99_us.into());
+    let line = format!(
+        "paced to {half_rate} rows/s, half of the full-speed run's {:.0} rows/s",
+        full.rows_per_sec.floor()
+    );
+    println!("half load:");
+    report_with(&result, &[line], extra, args.json)
 }
 
 fn run_http(args: &HttpArguments) -> anyhow::Result<ExitCode> {

@@ -106,6 +106,48 @@ fn every_scenario_runs_for_a_second_and_delivers_exactly_the_matching_rows() {
 }
 
 #[test]
+fn half_load_paces_the_second_run_to_half_the_first_runs_rate() {
+    let out = bench()
+        .args([
+            "producer-filter-map-inproc",
+            "--seconds",
+            "1",
+            "--batch-rows",
+            "1024",
+            "--half-load",
+            "--json",
+        ])
+        .output()
+        .expect("nervix-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("full speed:") && stdout.contains("half load:"),
+        "{stdout}"
+    );
+    let last = stdout.lines().last().expect("some output");
+    let result: Value = serde_json::from_str(last).expect("the last line is JSON");
+    let full = result["full_rows_per_sec"]
+        .as_f64()
+        .expect("full_rows_per_sec");
+    let rate = result["rate"].as_u64().expect("the paced run has a rate");
+    assert!(
+        full > 0.0 && result["full_p99_us"].as_f64().is_some(),
+        "{result}"
+    );
+    assert_eq!(rate, (full / 2.0).floor() as u64, "{result}");
+    assert_eq!(result["rows_out"], result["matching"], "{result}");
+    let refused = bench()
+        .args(["producer-filter-map", "--half-load", "--rate", "1000"])
+        .output()
+        .expect("nervix-bench runs");
+    assert!(
+        !refused.status.success(),
+        "--half-load with --rate must be refused"
+    );
+}
+
+#[test]
 fn compare_reports_the_ratio_and_fails_below_the_floor_only_when_asked() {
     let dir = scratch("compare");
     let baseline = dir.join("baseline.jsonl");
