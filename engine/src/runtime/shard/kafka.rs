@@ -23,7 +23,8 @@ use nervix_connectors::ConnectorError;
 
 use super::endpoint::{INGEST_GROUP_IDLE_NS, INGEST_GROUP_MESSAGES};
 use super::graph::{Instant, PayloadToken};
-use super::ShardState;
+use super::mesh::Ctx;
+use super::{cx, DomainRun, ShardCounters, ShardState};
 use crate::runtime::envelope::EnvelopeBuilder;
 use crate::runtime::frame::AckRun;
 use crate::runtime::kafka::offsets::{OffsetAction, OffsetTracker};
@@ -263,7 +264,7 @@ impl ShardState {
 
     /// Polls at most `max` records of `consumer` into the open group of `target`; returns how
     /// many were polled. The clocks are read once for the whole poll: its records count as
-    /// taken at the poll's instant.
+    /// taken at the poll's instant. The intake is looked up once per poll, not per record.
     pub fn kafka_poll(
         &mut self,
         target: &KafkaTarget,
@@ -271,103 +272,37 @@ impl ShardState {
         max: usize,
     ) -> Result<usize, ConnectorError> {
         let at = self.instant();
-        consumer.poll_batch(max, |record| self.kafka_take(target, &record, at))
-    }
-
-    /// Decodes one polled record into the open group of `target`, taken at `at`. A record
-    /// that cannot be admitted now (no window or slab room, or its partition waits to be
-    /// rewound) is not taken: its partition is rewound to it, so it is read again.
-    fn kafka_take(&mut self, target: &KafkaTarget, record: &KafkaRecord<'_>, at: Instant) {
-        let now_ns = at.now.physical_ns;
-        let draining = self.draining;
-        let Some(run) = self.runs.get_mut(&target.domain) else {
-            return;
+        let ShardState {
+            shard,
+            shards,
+            outbox,
+            progressed,
+            runs,
+            slab,
+            counters,
+            draining,
+            ..
+        } = self;
+        let Some(run) = runs.get_mut(&target.domain) else {
+            return Ok(0);
         };
-        let Some(intake) = run.kafka.iter_mut().find(|i| i.id == target.id) else {
-            return;
+        let Some(index) = run.kafka.iter().position(|i| i.id == target.id) else {
+            return Ok(0);
         };
-        let (partition, offset) = (record.partition, record.offset);
-        if !intake.tracker.admissible(partition) {
-            return;
-        }
-        let open = run.admission.get(intake.ingestor).is_some_and(|a| a.open);
-        if !open || draining || intake.window_room() == 0 {
-            // Delivered while nothing may be taken (a paused consumer's straggler): read it
-            // again later.
-            intake.tracker.rewind(partition, offset);
-            return;
-        }
-        let root = match intake.plan.ack {
-            None => None,
-            Some(_) => {
-                let token = token_of(intake.id, partition, offset);
-                let opened = token
-                    .filter(|_| intake.window_room() > 0)
-                    .and_then(|token| self.slab.open(token).ok());
-                match opened {
-                    Some(root) => Some(root),
-                    None => {
-                        // Taken beyond the window (a poll raced a full window) or beyond what
-                        // a token carries: read it again later.
-                        intake.tracker.rewind(partition, offset);
-                        return;
-                    }
-                }
-            }
+        let mut take = Take {
+            cx: Ctx {
+                shard: *shard,
+                shards: *shards,
+                slab,
+                outbox,
+                progressed,
+            },
+            counters,
+            draining: *draining,
+            domain: &target.domain,
+            at,
         };
-        if let Some(envelope) = intake.envelope.as_mut() {
-            envelope.begin_payload();
-            for header in record.headers.iter() {
-                envelope.push_header(header.name.as_bytes(), header.value.unwrap_or_default());
-            }
-        }
-        let decoded = intake.decoder.decode_payload(record.payload);
-        if let Some(envelope) = intake.envelope.as_mut() {
-            match &decoded {
-                Ok(rows) => envelope.end_payload(*rows, Some((partition, offset))),
-                Err(_) => envelope.abandon_payload(),
-            }
-        }
-        let rows = match decoded {
-            Ok(rows) => rows,
-            Err(error) => {
-                intake.counters.decode_failures += 1;
-                let ingestor = &run.graph.plan.ingestors[intake.ingestor];
-                if ingestor.general_error == nervix_nspl::ast::GeneralErrorPolicy::Log {
-                    tracing::warn!(
-                        "domain '{}': ingestor '{}' could not decode record {offset} of \
-                         partition {partition} ({} bytes): {error}",
-                        target.domain,
-                        ingestor.name,
-                        record.payload.len()
-                    );
-                }
-                0
-            }
-        };
-        intake.counters.records += 1;
-        intake.counters.rows_decoded += u64::from(rows);
-        if intake.group_opened_ns == 0 {
-            intake.group_opened_ns = now_ns.max(1);
-        }
-        intake.last_record_ns = now_ns.max(1);
-        intake.group_records += 1;
-        if root.is_none() && matches!(intake.plan.offsets, KafkaOffsets::Domain { .. }) {
-            // MODE NO ACK under OFFSET BY DOMAIN: a position counts once it is read.
-            intake.record_domain_offset(partition, offset + 1);
-        }
-        if let Some(root) = root {
-            intake.tracker.admitted(partition, offset, now_ns);
-            let _ = self.slab.add_pending(root, u64::from(rows));
-            let _ = self.slab.close_intake(root);
-            if rows > 0 {
-                intake.acks.push(AckRun { root, rows });
-            }
-        }
-        let sequential = intake.plan.ack.is_some_and(|ack| ack.max_outstanding == 1);
-        if sequential || intake.group_due(now_ns) {
-            self.close_kafka_group(&target.domain, target.id, at);
-        }
+        consumer.poll_batch(max, |record| take.record(run, index, &record))
     }
 
     /// Hands the open group of intake `id` to its graph.
@@ -375,23 +310,10 @@ impl ShardState {
         let Some(run) = self.runs.get_mut(domain) else {
             return;
         };
-        let Some(intake) = run.kafka.iter_mut().find(|i| i.id == id) else {
+        let Some(index) = run.kafka.iter().position(|i| i.id == id) else {
             return;
         };
-        intake.group_opened_ns = 0;
-        intake.last_record_ns = 0;
-        intake.group_records = 0;
-        let acks = std::mem::take(&mut intake.acks);
-        if intake.decoder.buffered_rows() == 0 {
-            return;
-        }
-        let batch = intake.decoder.finish();
-        let envelope = intake.envelope.as_mut().map(EnvelopeBuilder::finish);
-        let index = intake.ingestor;
-        self.counters.rows_admitted += batch.num_rows() as u64;
-        self.counters.bytes_admitted += super::buffers::logical_bytes(&batch);
-        run.graph
-            .ingest(index, &batch, acks, envelope, at, super::cx!(self));
+        close_group(run, index, &mut self.counters, cx!(self), at);
     }
 
     /// Closes every open Kafka group of `domain` (a hold, a stop or a drain).
@@ -507,6 +429,132 @@ impl ShardState {
             .keys()
             .all(|domain| self.kafka_domain_settled(domain))
     }
+}
+
+/// What taking polled records needs of the shard besides the intake's domain run (borrowed
+/// apart from it, so a poll resolves the run and the intake once).
+struct Take<'a> {
+    cx: Ctx<'a>,
+    counters: &'a mut ShardCounters,
+    draining: bool,
+    domain: &'a str,
+    at: Instant,
+}
+
+impl Take<'_> {
+    /// Decodes one polled record into the open group of intake `index` of `run`. A record
+    /// that cannot be admitted now (no window or slab room, or its partition waits to be
+    /// rewound) is not taken: its partition is rewound to it, so it is read again.
+    fn record(&mut self, run: &mut DomainRun, index: usize, record: &KafkaRecord<'_>) {
+        let now_ns = self.at.now.physical_ns;
+        let intake = &mut run.kafka[index];
+        let (partition, offset) = (record.partition, record.offset);
+        if !intake.tracker.admissible(partition) {
+            return;
+        }
+        let open = run.admission.get(intake.ingestor).is_some_and(|a| a.open);
+        if !open || self.draining || intake.window_room() == 0 {
+            // Delivered while nothing may be taken (a paused consumer's straggler): read it
+            // again later.
+            intake.tracker.rewind(partition, offset);
+            return;
+        }
+        let root = match intake.plan.ack {
+            None => None,
+            Some(_) => {
+                let token = token_of(intake.id, partition, offset);
+                let opened = token
+                    .filter(|_| intake.window_room() > 0)
+                    .and_then(|token| self.cx.slab.open(token).ok());
+                match opened {
+                    Some(root) => Some(root),
+                    None => {
+                        // Taken beyond the window (a poll raced a full window) or beyond what
+                        // a token carries: read it again later.
+                        intake.tracker.rewind(partition, offset);
+                        return;
+                    }
+                }
+            }
+        };
+        if let Some(envelope) = intake.envelope.as_mut() {
+            envelope.begin_payload();
+            for header in record.headers.iter() {
+                envelope.push_header(header.name.as_bytes(), header.value.unwrap_or_default());
+            }
+        }
+        let decoded = intake.decoder.decode_payload(record.payload);
+        if let Some(envelope) = intake.envelope.as_mut() {
+            match &decoded {
+                Ok(rows) => envelope.end_payload(*rows, Some((partition, offset))),
+                Err(_) => envelope.abandon_payload(),
+            }
+        }
+        let rows = match decoded {
+            Ok(rows) => rows,
+            Err(error) => {
+                intake.counters.decode_failures += 1;
+                let ingestor = &run.graph.plan.ingestors[intake.ingestor];
+                if ingestor.general_error == nervix_nspl::ast::GeneralErrorPolicy::Log {
+                    tracing::warn!(
+                        "domain '{}': ingestor '{}' could not decode record {offset} of \
+                         partition {partition} ({} bytes): {error}",
+                        self.domain,
+                        ingestor.name,
+                        record.payload.len()
+                    );
+                }
+                0
+            }
+        };
+        intake.counters.records += 1;
+        intake.counters.rows_decoded += u64::from(rows);
+        if intake.group_opened_ns == 0 {
+            intake.group_opened_ns = now_ns.max(1);
+        }
+        intake.last_record_ns = now_ns.max(1);
+        intake.group_records += 1;
+        if root.is_none() && matches!(intake.plan.offsets, KafkaOffsets::Domain { .. }) {
+            // MODE NO ACK under OFFSET BY DOMAIN: a position counts once it is read.
+            intake.record_domain_offset(partition, offset + 1);
+        }
+        if let Some(root) = root {
+            intake.tracker.admitted(partition, offset, now_ns);
+            let _ = self.cx.slab.add_pending(root, u64::from(rows));
+            let _ = self.cx.slab.close_intake(root);
+            if rows > 0 {
+                intake.acks.push(AckRun { root, rows });
+            }
+        }
+        let sequential = intake.plan.ack.is_some_and(|ack| ack.max_outstanding == 1);
+        if sequential || intake.group_due(now_ns) {
+            close_group(run, index, self.counters, &mut self.cx, self.at);
+        }
+    }
+}
+
+/// Hands the open group of intake `index` of `run` to its graph.
+fn close_group(
+    run: &mut DomainRun,
+    index: usize,
+    counters: &mut ShardCounters,
+    cx: &mut Ctx<'_>,
+    at: Instant,
+) {
+    let intake = &mut run.kafka[index];
+    intake.group_opened_ns = 0;
+    intake.last_record_ns = 0;
+    intake.group_records = 0;
+    let acks = std::mem::take(&mut intake.acks);
+    if intake.decoder.buffered_rows() == 0 {
+        return;
+    }
+    let batch = intake.decoder.finish();
+    let envelope = intake.envelope.as_mut().map(EnvelopeBuilder::finish);
+    let ingestor = intake.ingestor;
+    counters.rows_admitted += batch.num_rows() as u64;
+    counters.bytes_admitted += super::buffers::logical_bytes(&batch);
+    run.graph.ingest(ingestor, &batch, acks, envelope, at, cx);
 }
 
 #[cfg(test)]
