@@ -574,4 +574,52 @@ mod tests {
         assert_eq!(char_slice("héllo", 1, Some(3)), "éll");
         assert_eq!(char_slice("hé", 5, Some(3)), "");
     }
+
+    /// Row by row with `str::contains`, the obvious answer.
+    fn contains_naive(values: &StringArray, needle: &str) -> Vec<Option<bool>> {
+        values
+            .iter()
+            .map(|v| v.map(|v| v.contains(needle)))
+            .collect()
+    }
+
+    #[test]
+    fn contains_over_the_buffer_agrees_with_a_row_by_row_search() {
+        // Rows that end in part of the needle, matches across row boundaries, repeats, empty
+        // rows, nulls, multi-byte text, and sliced arrays.
+        let mut rows: Vec<Option<String>> = vec![
+            Some("nervi".into()),
+            Some("xnervix".into()),
+            Some("".into()),
+            None,
+            Some("nervixnervix".into()),
+            Some("ner".into()),
+            Some("vix".into()),
+            Some("én nervix é".into()),
+            Some("n".into()),
+            Some("x".into()),
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 40) as usize;
+            let text: String = (0..len)
+                .map(|i| ['n', 'e', 'r', 'v', 'i', 'x', ' '][((seed >> (i % 50)) % 7) as usize])
+                .collect();
+            rows.push(Some(text));
+        }
+        let array = StringArray::from(rows);
+        for needle in ["nervix", "x", "nn", "ix n", "zz", "é"] {
+            for (offset, len) in [(0, array.len()), (3, array.len() - 10), (7, 1)] {
+                let slice = array.slice(offset, len);
+                let col = Col::Array(Arc::new(slice.clone()));
+                let pattern = Col::Scalar(Arc::new(StringArray::from(vec![needle])));
+                let got = contains_scalar(&col, &pattern).expect("array and scalar");
+                let got: Vec<Option<bool>> = got.iter().collect();
+                assert_eq!(got, contains_naive(&slice, needle), "needle {needle:?}");
+            }
+        }
+    }
 }
