@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use hdrhistogram::Histogram;
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::runtime::http::DataListeners;
 use nervix::runtime::in_process::InProcessConsumer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -151,14 +151,7 @@ pub async fn run(settings: &HttpSettings) -> anyhow::Result<RunResult> {
     if settings.rate == Some(0) {
         bail!("--rate must be at least 1 record/s");
     }
-    let data_dir = std::env::temp_dir().join(format!(
-        "nervix-bench-http-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    let data_dir = scratch_data_dir("bench-http");
     let outcome = run_in(settings, &data_dir).await;
     let _ = std::fs::remove_dir_all(&data_dir);
     outcome
@@ -166,15 +159,13 @@ pub async fn run(settings: &HttpSettings) -> anyhow::Result<RunResult> {
 
 async fn run_in(settings: &HttpSettings, data_dir: &std::path::Path) -> anyhow::Result<RunResult> {
     let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.to_path_buf(),
-        shards: settings.shards,
         pin: settings.pin,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         listeners: DataListeners {
             http_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             https_addr: None,
             max_body_bytes: 4 << 20,
         },
+        ..EmbeddedConfig::loopback(data_dir.to_path_buf(), settings.shards)
     })
     .await
     .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;

@@ -33,14 +33,12 @@ pub mod broker;
 pub mod cpu;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
-use nervix::runtime::http::DataListeners;
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientConfig, ClientContext};
@@ -545,14 +543,7 @@ pub async fn run(settings: &KafkaSettings) -> anyhow::Result<KafkaRun> {
     if settings.records == Some(0) {
         bail!("--records must be at least 1");
     }
-    let data_dir = std::env::temp_dir().join(format!(
-        "nervix-bench-kafka-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    let data_dir = scratch_data_dir("bench-kafka");
     let broker = Broker::start(settings.broker, PARTITIONS, &["in", "out"])?;
     let outcome = run_in(settings, &data_dir, &broker).await;
     let broker_rss = cpu::process_peak_rss_bytes(broker.pid());
@@ -586,11 +577,8 @@ async fn run_in(
         );
     }
     let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.to_path_buf(),
-        shards: settings.shards,
         pin: settings.pin,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        listeners: DataListeners::default(),
+        ..EmbeddedConfig::loopback(data_dir.to_path_buf(), settings.shards)
     })
     .await
     .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;

@@ -14,7 +14,6 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use arrow_array::{Array, Int64Array, RecordBatch};
 use hdrhistogram::Histogram;
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::net::client::{Consumer, ConsumerOptions, Producer, ProducerOptions, Session};
 use nervix::net::session::frame::{ConsumerRefusal, OpenRefusal, Outcome};
 use nervix::runtime::in_process::{InProcessConsumer, InProcessError, InProcessProducer};
@@ -260,15 +259,7 @@ pub async fn run(transport: Transport, settings: &RunSettings) -> anyhow::Result
         bail!("--window must be at least 1");
     }
     let ring = gen::ring(RING_BATCHES, settings.batch_rows);
-    let data_dir = std::env::temp_dir().join(format!(
-        "nervix-bench-{}-{}-{}",
-        transport.scenario(),
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    let data_dir = scratch_data_dir(&format!("bench-{}", transport.scenario()));
     let outcome = run_in(transport, settings, &ring, &data_dir).await;
     let _ = std::fs::remove_dir_all(&data_dir);
     outcome
@@ -281,11 +272,8 @@ async fn run_in(
     data_dir: &Path,
 ) -> anyhow::Result<RunResult> {
     let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.to_path_buf(),
-        shards: settings.shards,
         pin: settings.pin,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        listeners: Default::default(),
+        ..EmbeddedConfig::loopback(data_dir.to_path_buf(), settings.shards)
     })
     .await
     .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;

@@ -4,10 +4,9 @@
 //! the pinned generator, in a domain paced from the generator's base time, and its output must
 //! equal the reference's as a multiset of rows.
 
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix_bench::nexmark::gen::Events;
 use nervix_bench::nexmark::query::{Query, QUERIES};
 use nervix_bench::nexmark::reference::{rows_of, Row, RowDiff};
@@ -22,21 +21,11 @@ const DIFF_LINES: usize = 50;
 
 #[tokio::test(flavor = "current_thread")]
 async fn every_port_is_accepted_by_a_node() {
-    let data_dir = std::env::temp_dir().join(format!(
-        "nervix-nexmark-validate-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.clone(),
-        shards: NonZeroUsize::MIN,
-        pin: false,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        listeners: Default::default(),
-    })
+    let data_dir = scratch_data_dir("nexmark-validate");
+    let mut node = EmbeddedNode::start(EmbeddedConfig::loopback(
+        data_dir.clone(),
+        NonZeroUsize::MIN,
+    ))
     .await
     .expect("an embedded node starts");
     let mut refused = Vec::new();

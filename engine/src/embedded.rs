@@ -24,6 +24,30 @@ pub struct EmbeddedConfig {
     pub listeners: crate::runtime::http::DataListeners,
 }
 
+impl EmbeddedConfig {
+    /// `shards` unpinned shards in `data_dir`, the session listener on a free loopback port
+    /// and no data listeners: the node `nervix demo`, the benchmarks and tests run.
+    pub fn loopback(data_dir: PathBuf, shards: NonZeroUsize) -> EmbeddedConfig {
+        EmbeddedConfig {
+            data_dir,
+            shards,
+            pin: false,
+            session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listeners: Default::default(),
+        }
+    }
+}
+
+/// A data directory under the system's temp dir that no other run names:
+/// `nervix-<label>-<pid>-<ns since the epoch>` (not created here).
+pub fn scratch_data_dir(label: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("nervix-{label}-{}-{nanos}", std::process::id()))
+}
+
 /// Why an embedded node could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedError {

@@ -5,11 +5,10 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::runtime::in_process::{InProcessConsumer, InProcessProducer};
 use nervix::runtime::shard::buffers::logical_bytes;
 use nervix_net::session::frame::Outcome;
@@ -50,21 +49,11 @@ const BATCHES_IN_BYTES: u64 = 3;
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_producer_waits_for_byte_credit_instead_of_passing_it() {
-    let data_dir = std::env::temp_dir().join(format!(
-        "nervix-in-process-credit-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.clone(),
-        shards: NonZeroUsize::MIN,
-        pin: false,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        listeners: Default::default(),
-    })
+    let data_dir = scratch_data_dir("in-process-credit");
+    let mut node = EmbeddedNode::start(EmbeddedConfig::loopback(
+        data_dir.clone(),
+        NonZeroUsize::MIN,
+    ))
     .await
     .expect("an embedded node starts");
     node.run(SCRIPT).await.expect("the graph is defined");

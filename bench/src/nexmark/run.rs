@@ -19,7 +19,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,7 +29,7 @@ use anyhow::{anyhow, bail, Context};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use hdrhistogram::Histogram;
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::net::session::frame::Outcome;
 use nervix::runtime::in_process::{InProcessConsumer, InProcessProducer};
 use serde_json::{json, Map, Value};
@@ -100,21 +99,10 @@ pub(super) struct Deployed {
 
 impl Deployed {
     pub(super) async fn start(query: &Query, pin: bool) -> anyhow::Result<Deployed> {
-        let data_dir = std::env::temp_dir().join(format!(
-            "nervix-nexmark-{}-{}-{}",
-            query.name,
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
+        let data_dir = scratch_data_dir(&format!("nexmark-{}", query.name));
         let mut node = EmbeddedNode::start(EmbeddedConfig {
-            data_dir: data_dir.clone(),
-            shards: NonZeroUsize::MIN,
             pin,
-            session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            listeners: Default::default(),
+            ..EmbeddedConfig::loopback(data_dir.clone(), NonZeroUsize::MIN)
         })
         .await
         .with_context(|| format!("cannot start an embedded node in {}", data_dir.display()))?;

@@ -5,7 +5,6 @@
 //! Then the node stops gracefully and the command says where the large orders were written.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use anyhow::{anyhow, bail, Context};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use clap::Args;
-use nervix::embedded::{EmbeddedConfig, EmbeddedNode};
+use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix_net::client::{ClientError, Producer, ProducerOptions, Session};
 use nervix_net::session::frame::{ExpectedField, OpenRefusal, Outcome};
 
@@ -53,19 +52,12 @@ pub fn run(arguments: &DemoArguments) -> anyhow::Result<Status> {
 }
 
 async fn demo(seconds: u64) -> anyhow::Result<()> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let data_dir = std::env::temp_dir().join(format!("nervix-demo-{stamp}-{}", std::process::id()));
+    let data_dir = scratch_data_dir("demo");
     println!("data directory: {}", data_dir.display());
-    let mut node = EmbeddedNode::start(EmbeddedConfig {
-        data_dir: data_dir.clone(),
-        shards: std::num::NonZeroUsize::MIN,
-        pin: false,
-        session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        listeners: Default::default(),
-    })
+    let mut node = EmbeddedNode::start(EmbeddedConfig::loopback(
+        data_dir.clone(),
+        std::num::NonZeroUsize::MIN,
+    ))
     .await
     .with_context(|| format!("cannot start the demo node in {}", data_dir.display()))?;
     if let Err(refusal) = node.run(DEMO_NSPL).await {
