@@ -60,23 +60,37 @@ pub(super) fn extend(
     let Some((branch, key_fields)) = branch.filter(|_| !read.is_empty()) else {
         return Ok(None);
     };
-    let mut key_positions = Vec::with_capacity(read.len());
-    for (name, ty) in read {
-        let position = key_fields
-            .iter()
-            .position(|key| *key.name() == name)
-            .ok_or_else(|| PlanError::Missing {
-                entity: typed.entity().to_string(),
-                what: format!("branch key field '{name}'"),
-            })?;
-        key_positions.push(position);
-        input.push(Field {
-            name: branch_field_name(&name),
-            ty,
-        });
-    }
+    let key_positions = key_columns(read, key_fields, typed.entity(), branch_field_name, input)?;
     Ok(Some(BranchScope {
         branch,
         key_positions,
     }))
+}
+
+/// The branch key positions of the fields `reads` names, in order, each also appended to
+/// `columns` as a typed column named by `column_name`; a field not in `key_fields` is
+/// refused as missing from `owner`'s branch key.
+pub(super) fn key_columns(
+    reads: Vec<(String, FieldType)>,
+    key_fields: &[FieldRef],
+    owner: &str,
+    column_name: fn(&str) -> String,
+    columns: &mut Vec<Field>,
+) -> Result<Vec<usize>, PlanError> {
+    let mut positions = Vec::with_capacity(reads.len());
+    for (name, ty) in reads {
+        let position = key_fields
+            .iter()
+            .position(|key| *key.name() == name)
+            .ok_or_else(|| PlanError::Missing {
+                entity: owner.to_string(),
+                what: format!("branch key field '{name}'"),
+            })?;
+        positions.push(position);
+        columns.push(Field {
+            name: column_name(&name),
+            ty,
+        });
+    }
+    Ok(positions)
 }

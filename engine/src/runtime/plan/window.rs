@@ -177,21 +177,13 @@ pub(super) fn plan(
         )
         .as_bytes(),
     );
-    let mut branch_fields = Vec::with_capacity(branch_reads.len());
-    for (name, ty) in branch_reads {
-        let position = branch_key
-            .iter()
-            .position(|key| *key.name() == name)
-            .ok_or_else(|| PlanError::Missing {
-                entity: owner.to_string(),
-                what: format!("branch key field '{name}'"),
-            })?;
-        branch_fields.push(position);
-        fields.push(Field {
-            name: branch_name(&name),
-            ty,
-        });
-    }
+    let branch_fields = super::branch_scope::key_columns(
+        branch_reads,
+        branch_key,
+        owner,
+        branch_name,
+        &mut fields,
+    )?;
     Ok((
         WindowPlan {
             width_ns,
