@@ -1,7 +1,14 @@
 //! Route buffers: the rows one route of one node built for one concrete branch, waiting for
 //! their FLUSH (DESIGN §5 item 3). The decision of *when* is `nervix_shards::flush`'s
 //! [`RouteFlusher`]; this module keeps the Arrow parts and acknowledgement runs and turns a
-//! flush into one [`Frame`].
+//! flush into frames.
+//!
+//! How a flush makes frames ([`Frames`]): an emitter's flush is one frame (its sink delivers
+//! what one flush gathered as one batch, the boundary FLUSH promises). A flush towards a relay
+//! joins consecutive parts until the frame holds [`OWN_FRAME_MIN_ROWS`] rows, so a part that
+//! large leaves as it came: copying it into a bigger batch costs more than the frame it saves
+//! the next node, and a frame of one payload needs no per-row acknowledgement bookkeeping
+//! downstream. Rows keep their order either way; the frames of one flush leave together.
 
 use std::collections::HashMap;
 
@@ -61,13 +68,30 @@ fn variable_width_bytes<O: arrow_array::OffsetSizeTrait>(
     offsets.len() * offset_width + spanned
 }
 
+/// On a relay-bound route, a flush joins parts into one frame until it holds this many rows;
+/// a part this large leaves as a frame of its own (module docs).
+pub const OWN_FRAME_MIN_ROWS: usize = 1_024;
+
+/// How a route's flush turns parts into frames (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frames {
+    /// One frame per flush (emitters).
+    OnePerFlush,
+    /// Parts joined up to [`OWN_FRAME_MIN_ROWS`] rows (relay-bound routes).
+    JoinSmallParts,
+}
+
+/// One appended batch with the acknowledgement runs and event times of its rows.
+struct Part {
+    batch: RecordBatch,
+    runs: Vec<AckRun>,
+    /// A frame has times only when every part it joins had them.
+    times: Option<ArrayRef>,
+}
+
 struct Buffer {
     flusher: RouteFlusher,
-    parts: Vec<RecordBatch>,
-    runs: Vec<AckRun>,
-    /// The parts' event times; a frame has times only when every part had them.
-    times: Vec<ArrayRef>,
-    untimed: bool,
+    parts: Vec<Part>,
     /// When the buffer was opened (its first row): the graph's opening counter then.
     opened: u64,
 }
@@ -76,14 +100,16 @@ struct Buffer {
 pub struct RouteBuffers {
     policy: FlushPolicy,
     schema: SchemaRef,
+    frames: Frames,
     buffers: HashMap<BranchKey, Buffer>,
 }
 
 impl RouteBuffers {
-    pub fn new(policy: FlushPolicy, schema: SchemaRef) -> RouteBuffers {
+    pub fn new(policy: FlushPolicy, schema: SchemaRef, frames: Frames) -> RouteBuffers {
         RouteBuffers {
             policy,
             schema,
+            frames,
             buffers: HashMap::new(),
         }
     }
@@ -113,9 +139,6 @@ impl RouteBuffers {
         let buffer = self.buffers.entry(key.clone()).or_insert_with(|| Buffer {
             flusher: RouteFlusher::new(policy),
             parts: Vec::new(),
-            runs: Vec::new(),
-            times: Vec::new(),
-            untimed: false,
             opened,
         });
         if buffer.opened == opened {
@@ -123,20 +146,15 @@ impl RouteBuffers {
         }
         let actions = buffer.flusher.append(chunk, now);
         if actions.before.is_flush() {
-            if let Some(frame) = take(&self.schema, &key, buffer) {
-                out.push(frame);
-            }
+            take(&self.schema, self.frames, &key, buffer, |frame| {
+                out.push(frame)
+            });
         }
-        buffer.parts.push(batch);
-        append_runs(&mut buffer.runs, &runs);
-        match times {
-            Some(times) => buffer.times.push(times),
-            None => buffer.untimed = true,
-        }
+        buffer.parts.push(Part { batch, runs, times });
         if actions.after.is_flush() {
-            if let Some(frame) = take(&self.schema, &key, buffer) {
-                out.push(frame);
-            }
+            take(&self.schema, self.frames, &key, buffer, |frame| {
+                out.push(frame)
+            });
         }
         let deadline = buffer.flusher.next_deadline();
         if buffer.parts.is_empty() {
@@ -152,13 +170,14 @@ impl RouteBuffers {
     /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
     /// [`RouteBuffers::next_deadline`] (in the same pass).
     pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
-        let schema = &self.schema;
+        let (schema, frames) = (&self.schema, self.frames);
         let mut earliest = (None, None);
         self.buffers.retain(|key, buffer| {
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
-                if let Some(frame) = take(schema, key, buffer) {
-                    out.push((buffer.opened, frame));
-                }
+                let opened = buffer.opened;
+                take(schema, frames, key, buffer, |frame| {
+                    out.push((opened, frame))
+                });
             }
             lower_to(&mut earliest, buffer.flusher.next_deadline());
             !buffer.parts.is_empty()
@@ -173,12 +192,13 @@ impl RouteBuffers {
             return;
         }
         self.policy = policy;
-        let schema = &self.schema;
+        let (schema, frames) = (&self.schema, self.frames);
         self.buffers.retain(|key, buffer| {
             if buffer.flusher.set_policy(policy, now).is_flush() {
-                if let Some(frame) = take(schema, key, buffer) {
-                    out.push((buffer.opened, frame));
-                }
+                let opened = buffer.opened;
+                take(schema, frames, key, buffer, |frame| {
+                    out.push((opened, frame))
+                });
             }
             !buffer.parts.is_empty()
         });
@@ -186,15 +206,16 @@ impl RouteBuffers {
 
     /// Flushes everything (model alteration, stop, shutdown, eviction of one branch).
     pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<(u64, Frame)>) {
-        let schema = &self.schema;
+        let (schema, frames) = (&self.schema, self.frames);
         self.buffers.retain(|key, buffer| {
             if only.is_some_and(|k| k != key) {
                 return true;
             }
             buffer.flusher.force_flush();
-            if let Some(frame) = take(schema, key, buffer) {
-                out.push((buffer.opened, frame));
-            }
+            let opened = buffer.opened;
+            take(schema, frames, key, buffer, |frame| {
+                out.push((opened, frame))
+            });
             false
         });
     }
@@ -218,32 +239,61 @@ pub(super) fn lower_to(earliest: &mut (Option<i64>, Option<u64>), deadline: Opti
     }
 }
 
-fn take(schema: &SchemaRef, key: &BranchKey, buffer: &mut Buffer) -> Option<Frame> {
-    if buffer.parts.is_empty() {
-        return None;
-    }
+/// Empties `buffer` into frames (module docs), in row order, each passed to `out`.
+fn take(
+    schema: &SchemaRef,
+    frames: Frames,
+    key: &BranchKey,
+    buffer: &mut Buffer,
+    mut out: impl FnMut(Frame),
+) {
+    let min_rows = match frames {
+        Frames::OnePerFlush => usize::MAX,
+        Frames::JoinSmallParts => OWN_FRAME_MIN_ROWS,
+    };
+    let mut joined: Vec<Part> = Vec::new();
+    let mut joined_rows = 0usize;
     let parts = std::mem::take(&mut buffer.parts);
-    let batch = if parts.len() == 1 {
-        parts.into_iter().next()?
-    } else {
-        // Every part has the route's schema, so concatenation cannot fail.
-        arrow_select::concat::concat_batches(schema, &parts).ok()?
-    };
-    let times = std::mem::take(&mut buffer.times);
-    let untimed = std::mem::take(&mut buffer.untimed);
-    let times = match times.as_slice() {
-        _ if untimed => None,
-        [] => None,
-        [one] => Some(one.clone()),
-        many => {
-            let parts: Vec<&dyn arrow_array::Array> = many.iter().map(|t| t.as_ref()).collect();
-            arrow_select::concat::concat(&parts).ok()
+    let last = parts.len().saturating_sub(1);
+    for (index, part) in parts.into_iter().enumerate() {
+        joined_rows += part.batch.num_rows();
+        joined.push(part);
+        if joined_rows >= min_rows || index == last {
+            if let Some(frame) = join(schema, key, std::mem::take(&mut joined)) {
+                out(frame);
+            }
+            joined_rows = 0;
         }
-    };
+    }
+}
+
+/// One frame of `parts` (at least one, all in the route's schema).
+fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<Frame> {
+    if parts.len() == 1 {
+        let part = parts.pop()?;
+        return Some(Frame {
+            batch: part.batch,
+            key: key.clone(),
+            acks: part.runs,
+            times: part.times,
+        });
+    }
+    let batches: Vec<&RecordBatch> = parts.iter().map(|p| &p.batch).collect();
+    // Every part has the route's schema, so concatenation cannot fail.
+    let batch = arrow_select::concat::concat_batches(schema, batches).ok()?;
+    let times: Option<Vec<&dyn Array>> = parts
+        .iter()
+        .map(|p| p.times.as_deref().map(|t| t as &dyn Array))
+        .collect();
+    let times = times.and_then(|t| arrow_select::concat::concat(&t).ok());
+    let mut acks = Vec::new();
+    for part in &parts {
+        append_runs(&mut acks, &part.runs);
+    }
     Some(Frame {
         batch,
         key: key.clone(),
-        acks: std::mem::take(&mut buffer.runs),
+        acks,
         times,
     })
 }

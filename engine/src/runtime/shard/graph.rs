@@ -41,7 +41,7 @@ use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
 use nervix_shards::flush::{FlushPolicy, Now};
 use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
 
-use super::buffers::RouteBuffers;
+use super::buffers::{Frames, RouteBuffers};
 use super::collect::Collector;
 use super::mesh::{route_via, Ctx, MeshMsg, MESH_OUTBOX_FRAMES, ROOT_SHARD};
 use crate::runtime::clock::DomainPace;
@@ -130,13 +130,13 @@ struct Node {
 }
 
 impl Node {
-    fn new(routes: &[RoutePlan], collect: Option<FlushPolicy>) -> Node {
+    fn new(routes: &[RoutePlan], collect: Option<FlushPolicy>, frames: Frames) -> Node {
         Node {
             collect: collect.map(Collector::new),
             waiting: VecDeque::new(),
             routes: routes
                 .iter()
-                .map(|r| RouteBuffers::new(r.flush, r.schema.clone()))
+                .map(|r| RouteBuffers::new(r.flush, r.schema.clone(), frames))
                 .collect(),
             blocked: VecDeque::new(),
             counters: NodeCounters::default(),
@@ -307,13 +307,13 @@ impl Graph {
             ingestors: plan
                 .ingestors
                 .iter()
-                .map(|i| Node::new(&i.routes, None))
+                .map(|i| Node::new(&i.routes, None, Frames::JoinSmallParts))
                 .collect(),
             processors: plan
                 .processors
                 .iter()
                 .map(|p| {
-                    let mut node = Node::new(&p.routes, p.collect);
+                    let mut node = Node::new(&p.routes, p.collect, Frames::JoinSmallParts);
                     if let NodeWork::Correlate(correlate) = &p.work {
                         if !correlate.collect.is_empty() {
                             node.collect = Some(Collector::grouped(correlate.collect.clone()));
@@ -325,7 +325,13 @@ impl Graph {
             emitters: plan
                 .emitters
                 .iter()
-                .map(|e| Node::new(std::slice::from_ref(&e.route), e.collect))
+                .map(|e| {
+                    Node::new(
+                        std::slice::from_ref(&e.route),
+                        e.collect,
+                        Frames::OnePerFlush,
+                    )
+                })
                 .collect(),
             emitter_queues: plan
                 .emitters
@@ -1339,8 +1345,19 @@ impl Graph {
         // fans out over routes and branches in route order, so without this a later row on an
         // earlier route (an end of input, a far-ahead event time) could reach a window before
         // earlier rows on other routes and move its watermark past them (see
-        // `RouteBuffers::tick`). Frames without event time keep their buffers' order.
-        out.sort_by_cached_key(|(opened, _, _, frame)| (earliest_time_ns(frame), *opened));
+        // `RouteBuffers::tick`). Frames without event time keep their buffers' order. The
+        // frames of one buffer share its earliest time, so they keep their row order.
+        let mut buffer_earliest: HashMap<u64, Option<i64>> = HashMap::new();
+        for (opened, _, _, frame) in &out {
+            let earliest = earliest_time_ns(frame);
+            buffer_earliest
+                .entry(*opened)
+                .and_modify(|e| *e = (*e).min(earliest))
+                .or_insert(earliest);
+        }
+        out.sort_by_cached_key(|(opened, ..)| {
+            (buffer_earliest.get(opened).copied().flatten(), *opened)
+        });
         self.route_due = (due_logical, due_physical);
         for (_, node, relay, frame) in out {
             match node {

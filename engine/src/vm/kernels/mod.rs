@@ -12,6 +12,7 @@ pub(crate) mod headers;
 pub(crate) mod numeric;
 pub(crate) mod regex;
 pub(crate) mod strings;
+pub(crate) mod substring;
 
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //!
 //! Strings are UTF-8 and every position, length and count is in characters (Unicode scalar
 //! values), never bytes, so no kernel can split a character. `contains`, `starts_with` and
-//! `ends_with` are Arrow's `like` kernels (a scalar needle is searched with a prepared
-//! finder); `upper`/`lower` transform the values buffer byte-wise when it is ASCII (one pass,
+//! `ends_with` are Arrow's `like` kernels (`contains` with a literal needle searches the
+//! whole values buffer at once, [`super::substring`]); `upper`/`lower` transform the values buffer byte-wise when it is ASCII (one pass,
 //! offsets and nulls reused) and fall back to Unicode case mapping per row otherwise. Other
 //! functions have no Arrow kernel and run one allocation-free pass per row into a builder.
 //! Results larger than [`MAX_STRING_BYTES`] are row errors, so `repeat`/`lpad` cannot exhaust
@@ -70,7 +70,17 @@ fn ascii_case(a: &StringArray, upper: bool) -> Option<StringArray> {
             offsets.iter().map(|o| o - base).collect::<Vec<i32>>(),
         ))
     };
-    StringArray::try_new(new_offsets, Buffer::from(mapped), a.nulls().cloned()).ok()
+    let values = Buffer::from(mapped);
+    debug_assert!(
+        StringArray::try_new(new_offsets.clone(), values.clone(), a.nulls().cloned()).is_ok()
+    );
+    // SAFETY: `a` is a valid array, so its (rebased) offsets fit `values`, which has the same
+    // length as its values; `values` is ASCII mapped to ASCII, so every offset is a character
+    // boundary of valid UTF-8. (`try_new` would re-validate all of it: a pass over the bytes
+    // the case mapping has just proved.)
+    #[allow(unsafe_code)]
+    let mapped = unsafe { StringArray::new_unchecked(new_offsets, values, a.nulls().cloned()) };
+    Some(mapped)
 }
 
 fn case_map(c: &Col, upper: bool) -> Out {
@@ -188,59 +198,6 @@ fn split_part<'s>(s: &'s str, delimiter: &str, index: i64) -> Result<&'s str, St
 }
 
 /// A `like`-family kernel with two STRING datums.
-/// `contains(column, 'literal')` over the whole values buffer at once: one vectorised
-/// substring search from match to match instead of one search per row. A match that runs past
-/// its row's end means the row has none (the search finds the leftmost match), so the scan
-/// moves on to the next row either way. `None` when the arguments are not that shape.
-fn contains_scalar(haystack: &Col, needle: &Col) -> Option<arrow_array::BooleanArray> {
-    let (Col::Array(haystack), Col::Scalar(needle)) = (haystack, needle) else {
-        return None;
-    };
-    let haystack = haystack
-        .as_any()
-        .downcast_ref::<arrow_array::StringArray>()?;
-    let needle = needle.as_any().downcast_ref::<arrow_array::StringArray>()?;
-    if needle.is_null(0) || haystack.is_empty() {
-        return None;
-    }
-    let needle = needle.value(0).as_bytes();
-    let offsets = haystack.value_offsets();
-    let values = haystack.value_data();
-    let rows = haystack.len();
-    let mut found = arrow_buffer::BooleanBufferBuilder::new(rows);
-    if needle.is_empty() {
-        found.append_n(rows, true);
-    } else {
-        found.append_n(rows, false);
-        let finder = memchr::memmem::Finder::new(needle);
-        let end = offsets[rows] as usize;
-        let mut pos = offsets[0] as usize;
-        let mut row = 0usize;
-        while pos < end {
-            let Some(relative) = finder.find(&values[pos..end]) else {
-                break;
-            };
-            let at = pos + relative;
-            while row < rows && offsets[row + 1] as usize <= at {
-                row += 1;
-            }
-            if row >= rows {
-                break;
-            }
-            let row_end = offsets[row + 1] as usize;
-            if at + needle.len() <= row_end {
-                found.set_bit(row, true);
-            }
-            pos = row_end;
-            row += 1;
-        }
-    }
-    Some(arrow_array::BooleanArray::new(
-        found.finish(),
-        haystack.nulls().cloned(),
-    ))
-}
-
 fn predicate(
     node: &Node,
     a: &Col,
@@ -478,7 +435,7 @@ pub(crate) fn call(node: &Node, function: Function, cols: &[Col], n: usize) -> O
                 return Out::fail(node, "missing argument");
             };
             if function == F::Contains {
-                if let Some(result) = contains_scalar(first, b) {
+                if let Some(result) = super::substring::contains_scalar(first, b) {
                     return Out::ok(Col::new(Arc::new(result), false));
                 }
             }
@@ -573,53 +530,5 @@ mod tests {
         assert!(split_part("a", ",", 0).is_err());
         assert_eq!(char_slice("héllo", 1, Some(3)), "éll");
         assert_eq!(char_slice("hé", 5, Some(3)), "");
-    }
-
-    /// Row by row with `str::contains`, the obvious answer.
-    fn contains_naive(values: &StringArray, needle: &str) -> Vec<Option<bool>> {
-        values
-            .iter()
-            .map(|v| v.map(|v| v.contains(needle)))
-            .collect()
-    }
-
-    #[test]
-    fn contains_over_the_buffer_agrees_with_a_row_by_row_search() {
-        // Rows that end in part of the needle, matches across row boundaries, repeats, empty
-        // rows, nulls, multi-byte text, and sliced arrays.
-        let mut rows: Vec<Option<String>> = vec![
-            Some("nervi".into()),
-            Some("xnervix".into()),
-            Some("".into()),
-            None,
-            Some("nervixnervix".into()),
-            Some("ner".into()),
-            Some("vix".into()),
-            Some("én nervix é".into()),
-            Some("n".into()),
-            Some("x".into()),
-        ];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..2_000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let len = (seed % 40) as usize;
-            let text: String = (0..len)
-                .map(|i| ['n', 'e', 'r', 'v', 'i', 'x', ' '][((seed >> (i % 50)) % 7) as usize])
-                .collect();
-            rows.push(Some(text));
-        }
-        let array = StringArray::from(rows);
-        for needle in ["nervix", "x", "nn", "ix n", "zz", "é"] {
-            for (offset, len) in [(0, array.len()), (3, array.len() - 10), (7, 1)] {
-                let slice = array.slice(offset, len);
-                let col = Col::Array(Arc::new(slice.clone()));
-                let pattern = Col::Scalar(Arc::new(StringArray::from(vec![needle])));
-                let got = contains_scalar(&col, &pattern).expect("array and scalar");
-                let got: Vec<Option<bool>> = got.iter().collect();
-                assert_eq!(got, contains_naive(&slice, needle), "needle {needle:?}");
-            }
-        }
     }
 }
