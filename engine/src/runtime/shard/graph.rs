@@ -52,6 +52,7 @@ use crate::runtime::frame::{derive_runs, AckRun, Frame};
 use crate::runtime::plan::{
     DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
 };
+use flush_order::RouteFlush;
 use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.
@@ -204,17 +205,6 @@ pub struct Graph {
     work_changed: bool,
     /// Set while a leaving branch flushes (see `touch_branch`).
     evicting: bool,
-}
-
-/// Which route buffers flush.
-#[derive(Clone, Copy)]
-enum RouteFlush<'k> {
-    /// Those whose deadline came.
-    Due,
-    /// Every buffer, or only one branch's (stop, shutdown, eviction, entity pause).
-    Forced(Option<&'k BranchKey>),
-    /// Those the plan's (just altered) FLUSH policies find due or full.
-    NewPolicies,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -1302,71 +1292,6 @@ impl Graph {
         self.flush_routes(RouteFlush::Forced(key), at, cx);
     }
 
-    /// Route buffers' flushes (see [`RouteFlush`]). Processor and ingestor frames go to their
-    /// target relays, emitter frames to their sinks.
-    fn flush_routes(&mut self, which: RouteFlush<'_>, at: Instant, cx: &mut Ctx<'_>) {
-        let plan = self.plan.clone();
-        let nodes = self.node_refs(true);
-        let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
-        let (mut due_logical, mut due_physical) = (None, None);
-        for node in nodes {
-            let routes = match node {
-                NodeRef::Ingestor(i) => &plan.ingestors[i].routes[..],
-                NodeRef::Processor(i) => &plan.processors[i].routes[..],
-                NodeRef::Emitter(i) => std::slice::from_ref(&plan.emitters[i].route),
-            };
-            for (route, buffers) in self.node_mut(node).routes.iter_mut().enumerate() {
-                let mut frames = Vec::new();
-                let target = match node {
-                    NodeRef::Emitter(_) => usize::MAX,
-                    _ => routes[route].target,
-                };
-                let (logical, physical) = match which {
-                    RouteFlush::Forced(only) => {
-                        buffers.force_flush(only, &mut frames);
-                        buffers.next_deadline()
-                    }
-                    RouteFlush::Due => buffers.tick(at.now, &mut frames),
-                    RouteFlush::NewPolicies => {
-                        buffers.set_policy(routes[route].flush, at.now, &mut frames);
-                        buffers.next_deadline()
-                    }
-                };
-                due_logical = min_opt(due_logical, logical);
-                due_physical = min_opt(due_physical, physical);
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|(opened, f)| (opened, node, target, f)),
-                );
-            }
-        }
-        // Earliest event time first, then oldest buffer, across every route: one input batch
-        // fans out over routes and branches in route order, so without this a later row on an
-        // earlier route (an end of input, a far-ahead event time) could reach a window before
-        // earlier rows on other routes and move its watermark past them (see
-        // `RouteBuffers::tick`). Frames without event time keep their buffers' order. The
-        // frames of one buffer share its earliest time, so they keep their row order.
-        let mut buffer_earliest: HashMap<u64, Option<i64>> = HashMap::new();
-        for (opened, _, _, frame) in &out {
-            let earliest = earliest_time_ns(frame);
-            buffer_earliest
-                .entry(*opened)
-                .and_modify(|e| *e = (*e).min(earliest))
-                .or_insert(earliest);
-        }
-        out.sort_by_cached_key(|(opened, ..)| {
-            (buffer_earliest.get(opened).copied().flatten(), *opened)
-        });
-        self.route_due = (due_logical, due_physical);
-        for (_, node, relay, frame) in out {
-            match node {
-                NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
-                _ => self.publish(node, relay, frame, at, cx),
-            }
-        }
-    }
-
     /// The earliest flush deadline of any buffer: (logical, physical) ns.
     pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
         let (mut logical, mut physical) = self.route_deadline();
@@ -1469,13 +1394,4 @@ fn mark_nacked(runs: &[AckRun], rows: impl Iterator<Item = u32>, nacked: &mut [b
             *flag = true;
         }
     }
-}
-
-/// A frame's earliest row time (None, which sorts first, when it carries no event time).
-fn earliest_time_ns(frame: &Frame) -> Option<i64> {
-    frame
-        .times
-        .as_ref()
-        .and_then(|t| t.as_any().downcast_ref::<arrow_array::Int64Array>())
-        .and_then(|t| t.values().iter().min().copied())
 }

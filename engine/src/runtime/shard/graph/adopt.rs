@@ -13,7 +13,8 @@
 
 use std::sync::Arc;
 
-use super::{Graph, Instant, NodeRef, RouteFlush};
+use super::flush_order::RouteFlush;
+use super::{Graph, Instant, NodeRef};
 use crate::runtime::plan::{DomainPlan, NodeWork, RoutePlan};
 use crate::runtime::shard::mesh::Ctx;
 

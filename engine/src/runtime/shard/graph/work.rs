@@ -681,7 +681,7 @@ impl Graph {
         let at = at.in_domain(&self.plan.pace);
         self.release_collected(Some(None), at, cx);
         self.release_held(Some(None), true, at, cx);
-        self.flush_routes(super::RouteFlush::Forced(None), at, cx);
+        self.flush_routes(super::flush_order::RouteFlush::Forced(None), at, cx);
     }
 
     /// [`Graph::release_work`]; `release_reorderers` makes `force` Some(None) force-release
