@@ -3,8 +3,9 @@
 //! Strings are UTF-8 and every position, length and count is in characters (Unicode scalar
 //! values), never bytes, so no kernel can split a character. `contains`, `starts_with` and
 //! `ends_with` are Arrow's `like` kernels (`contains` with a literal needle searches the
-//! whole values buffer at once, [`super::substring`]); `upper`/`lower` transform the values buffer byte-wise when it is ASCII (one pass,
-//! offsets and nulls reused) and fall back to Unicode case mapping per row otherwise. Other
+//! whole values buffer at once, [`super::substring`]); `upper`/`lower` transform the values
+//! buffer byte-wise when it is ASCII (one pass, offsets and nulls reused, no second UTF-8
+//! check) and fall back to Unicode case mapping per row otherwise. Other
 //! functions have no Arrow kernel and run one allocation-free pass per row into a builder.
 //! Results larger than [`MAX_STRING_BYTES`] are row errors, so `repeat`/`lpad` cannot exhaust
 //! memory.
