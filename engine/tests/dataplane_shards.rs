@@ -129,5 +129,14 @@ fn two_shards_deliver_every_matching_row_once_and_place_branches_on_both() {
         )
         .unwrap_or(0);
         assert!(live > 0, "no branch placed on shard {shard}: {metrics}");
+        // Every shard reports its wake watchdog (how often it missed its heartbeat).
+        assert!(
+            metric(
+                &metrics,
+                &format!("nervix_shard_watchdog_wakes_total{{shard=\"{shard}\"}}")
+            )
+            .is_some(),
+            "no watchdog counter for shard {shard}: {metrics}"
+        );
     }
 }

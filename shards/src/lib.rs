@@ -11,9 +11,10 @@
 //! `ulimit -l`), connects the shard mesh ([`mesh`]: bounded SPSC glommio channels between
 //! every pair of shards, backpressure and no drops) and runs the engine's main task on each
 //! shard with a [`runtime::ShardContext`] (shard index, bounded control → shard command queue,
-//! mesh). Tasks that run too long without yielding are logged and counted ([`stall`]); shards
-//! read time from one monotonic process clock ([`clock`]). `shards/README.md` covers the
-//! kernel limits the runtime needs.
+//! mesh). Tasks that run too long without yielding are logged and counted ([`stall`]); a
+//! shard whose heartbeat falls silent is signalled awake ([`wake_watchdog`]); shards read
+//! time from one monotonic process clock ([`clock`]). `shards/README.md` covers the kernel
+//! limits the runtime needs.
 //!
 //! The I/O-free core those executors run: acknowledgement slabs ([`ack`]), branch keys and
 //! branch → shard placement ([`branch_key`]), branch lifecycle tables (TTL sweeps, LRU
@@ -29,4 +30,5 @@ pub mod mesh;
 pub mod relay_buffer;
 pub mod runtime;
 pub mod stall;
+pub mod wake_watchdog;
 pub mod workers;

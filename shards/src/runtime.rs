@@ -43,6 +43,7 @@ use glommio::{
 
 use crate::mesh::{self, Mesh, MeshEnds};
 use crate::stall::{BacktraceStallHandler, StallCounters, StallWatch};
+use crate::wake_watchdog::{Heartbeats, Watchdog, HEARTBEAT_PERIOD_MS, MIN_STALE_WAKE_MS};
 
 /// Default io_uring memory registered per shard: 512 KiB.
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 512 * 1024;
@@ -131,6 +132,9 @@ pub struct RuntimeConfig {
     /// Also run glommio's signal-based stall detector, which logs a backtrace of the stalled
     /// code (as a `log` record); off by default. See [`crate::stall`].
     pub stall_backtraces: bool,
+    /// How long a shard's heartbeat may stay silent before the wake watchdog signals the
+    /// shard ([`crate::wake_watchdog`]); 0 turns the watchdog off.
+    pub stale_wake_ms: u64,
 }
 
 impl Default for RuntimeConfig {
@@ -155,6 +159,7 @@ impl RuntimeConfig {
             command_capacity: DEFAULT_COMMAND_CAPACITY,
             stall_budget_ms: DEFAULT_STALL_BUDGET_MS,
             stall_backtraces: false,
+            stale_wake_ms: crate::wake_watchdog::DEFAULT_STALE_WAKE_MS,
         }
     }
 
@@ -216,6 +221,13 @@ impl RuntimeConfig {
             return invalid(format!(
                 "shard command queue capacity {} is outside 1..={MAX_QUEUE_CAPACITY}",
                 self.command_capacity
+            ));
+        }
+        if self.stale_wake_ms != 0 && self.stale_wake_ms < MIN_STALE_WAKE_MS {
+            return invalid(format!(
+                "the wake watchdog's silence limit {} ms is below its minimum of \
+                 {MIN_STALE_WAKE_MS} ms (0 turns the watchdog off)",
+                self.stale_wake_ms
             ));
         }
         if self.cpus == CpuPlacement::Pinned(Vec::new()) {
@@ -384,6 +396,7 @@ pub struct ShardContext<M: Send + 'static, C> {
     main_queue: ShardQueue,
     stall_budget: Option<Duration>,
     stall_counters: StallCounters,
+    heartbeats: Heartbeats,
 }
 
 impl<M: Send + 'static, C> ShardContext<M, C> {
@@ -433,6 +446,11 @@ impl<M: Send + 'static, C> ShardContext<M, C> {
         self.stall_counters.count(self.shard)
     }
 
+    /// Times the wake watchdog signalled this shard so far.
+    pub fn watchdog_wake_count(&self) -> u64 {
+        self.heartbeats.wakes(self.shard)
+    }
+
     fn watch(&self, queue: &ShardQueue) -> StallWatch {
         StallWatch::new(
             self.shard,
@@ -450,6 +468,9 @@ pub struct ShardSet<C> {
     threads: Vec<Option<JoinHandle<()>>>,
     cpus: Vec<Option<usize>>,
     stall_counters: StallCounters,
+    heartbeats: Heartbeats,
+    /// Stopped after the shard threads are joined, so it also covers a shutdown.
+    watchdog: Option<Watchdog>,
     shard_count: NonZeroUsize,
 }
 
@@ -510,6 +531,7 @@ struct ShardSeed<M: Send + 'static, C, F> {
     commands: async_channel::Receiver<C>,
     main: Arc<F>,
     stall_counters: StallCounters,
+    heartbeats: Heartbeats,
     reports: mpsc::Sender<StartReport>,
     go: mpsc::Receiver<bool>,
 }
@@ -531,6 +553,7 @@ impl<C: Send + 'static> ShardSet<C> {
         let shards = shard_count.get();
         let main = Arc::new(main);
         let stall_counters = StallCounters::new(shards);
+        let heartbeats = Heartbeats::new(shards);
         let mut ends = mesh::build::<M>(shards, config.mesh_capacity_messages).into_iter();
         let (reports_tx, reports) = mpsc::channel();
         let mut set = ShardSet {
@@ -540,6 +563,8 @@ impl<C: Send + 'static> ShardSet<C> {
                 .map(|shard| config.cpus.cpu_for(shard))
                 .collect(),
             stall_counters: stall_counters.clone(),
+            heartbeats: heartbeats.clone(),
+            watchdog: None,
             shard_count,
         };
         let mut go = Vec::with_capacity(shards);
@@ -568,6 +593,7 @@ impl<C: Send + 'static> ShardSet<C> {
                 commands,
                 main: Arc::clone(&main),
                 stall_counters: stall_counters.clone(),
+                heartbeats: heartbeats.clone(),
                 reports: reports_tx.clone(),
                 go: go_rx,
             };
@@ -649,6 +675,15 @@ impl<C: Send + 'static> ShardSet<C> {
                 }
             }
         }
+        if config.stale_wake_ms > 0 {
+            match Watchdog::start(heartbeats, config.stale_wake_ms) {
+                Ok(watchdog) => set.watchdog = Some(watchdog),
+                Err(error) => tracing::warn!(
+                    "the shard wake watchdog did not start ({error}); a shard that sleeps \
+                     through its timers will not be woken"
+                ),
+            }
+        }
         tracing::info!(shards, "shard executors running");
         Ok(set)
     }
@@ -689,6 +724,11 @@ impl<C: Send + 'static> ShardSet<C> {
         self.stall_counters.counts()
     }
 
+    /// Times the wake watchdog signalled each shard so far, indexed by shard.
+    pub fn watchdog_wakes(&self) -> Vec<u64> {
+        self.heartbeats.all_wakes()
+    }
+
     /// The shared stall counters (for metrics).
     pub fn stall_counters(&self) -> &StallCounters {
         &self.stall_counters
@@ -712,7 +752,8 @@ impl<C: Send + 'static> ShardSet<C> {
         for commands in &self.commands {
             commands.close();
         }
-        self.threads
+        let ended = self
+            .threads
             .iter_mut()
             .enumerate()
             .map(|(shard, thread)| match thread.take() {
@@ -722,7 +763,9 @@ impl<C: Send + 'static> ShardSet<C> {
                     message: panic_message(payload.as_ref()),
                 }),
             })
-            .collect()
+            .collect();
+        self.watchdog = None;
+        ended
     }
 
     /// Stops a start half-way: tells threads waiting at step 1 not to go on, closes every
@@ -759,6 +802,7 @@ impl<C> Drop for ShardSet<C> {
                 }
             }
         }
+        self.watchdog = None;
     }
 }
 
@@ -779,6 +823,7 @@ where
         commands,
         main,
         stall_counters,
+        heartbeats,
         reports,
         go,
     } = seed;
@@ -811,7 +856,13 @@ where
     // However the shard ends, close its queue and drop what is still queued, so callers
     // waiting on a reply carried by a queued command are released rather than left waiting.
     let _drain = CommandDrain(commands.clone());
+    heartbeats.register_current_thread(shard);
+    let _unregister = Unregister {
+        heartbeats: heartbeats.clone(),
+        shard,
+    };
     let stall_budget = config.stall_budget();
+    let beating = config.stale_wake_ms > 0;
     executor.run(async move {
         let mesh = ends.connect().await;
         let main_queue = ShardQueue {
@@ -830,7 +881,22 @@ where
             main_queue: main_queue.clone(),
             stall_budget,
             stall_counters: stall_counters.clone(),
+            heartbeats: heartbeats.clone(),
         };
+        if beating {
+            let beat = async move {
+                loop {
+                    heartbeats.beat(shard);
+                    glommio::timer::sleep(Duration::from_millis(HEARTBEAT_PERIOD_MS)).await;
+                }
+            };
+            match glommio::spawn_local_into(beat, main_queue.handle) {
+                Ok(task) => {
+                    task.detach();
+                }
+                Err(error) => tracing::error!(shard, "cannot spawn the shard heartbeat: {error}"),
+            }
+        }
         let watch = StallWatch::new(shard, main_queue.name.clone(), stall_budget, stall_counters);
         let main_task = watch.watch(main(ctx));
         guard.ready();
@@ -843,6 +909,19 @@ where
         }
         tracing::debug!(shard, "shard main task returned");
     });
+}
+
+/// Takes the shard off the wake watchdog's list when its thread stops running, however it
+/// stops.
+struct Unregister {
+    heartbeats: Heartbeats,
+    shard: usize,
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        self.heartbeats.unregister(self.shard);
+    }
 }
 
 /// Builds the shard's executor on the current thread.

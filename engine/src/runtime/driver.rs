@@ -104,6 +104,8 @@ pub struct ShardStats {
     pub producers: usize,
     pub consumers: usize,
     pub stalls: u64,
+    /// Times the wake watchdog signalled this shard (it missed its heartbeat).
+    pub watchdog_wakes: u64,
     /// Per domain: nodes (kind, name, rows in, rows out, message errors), relays (name, frames
     /// held, rows published), branches (name, live, evictions ttl/lru/explicit).
     pub domains: Vec<DomainStats>,
@@ -537,6 +539,7 @@ pub async fn shard_main(
             Command::Stats { reply } => {
                 let mut stats = collect_stats(&state.borrow());
                 stats.stalls = ctx.stall_count();
+                stats.watchdog_wakes = ctx.watchdog_wake_count();
                 let _ = reply.send(stats);
             }
             Command::Drain { deadline_ms, done } => {
@@ -774,6 +777,7 @@ fn collect_stats(shard: &ShardState) -> ShardStats {
         producers: shard.producers.len(),
         consumers: shard.consumers.len(),
         stalls: 0,
+        watchdog_wakes: 0,
         domains,
     }
 }

@@ -151,6 +151,12 @@ pub fn render(stats: &[ShardStats]) -> String {
         per_shard(&|s| s.stalls),
     );
     counter(
+        "nervix_shard_watchdog_wakes_total",
+        "Times a shard missed its heartbeat and the wake watchdog signalled it (parked past its timers, or busy without yielding).",
+        "counter",
+        per_shard(&|s| s.watchdog_wakes),
+    );
+    counter(
         "nervix_process_resident_bytes",
         "Resident memory of the node process (from /proc/self/statm).",
         "gauge",
