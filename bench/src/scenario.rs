@@ -138,6 +138,10 @@ const TAIL_WAIT: Duration = Duration::from_secs(30);
 const EXTRA_WAIT: Duration = Duration::from_millis(200);
 /// How long a graceful stop may take.
 const DRAIN_MS: u64 = 2_000;
+/// How long the bench waits for one batch's outcome: twice the graphs' ACK TIMEOUT (30 s),
+/// so only a node that stopped answering reaches it — and the run then fails with a reason
+/// instead of waiting forever.
+pub(crate) const OUTCOME_WAIT: Duration = Duration::from_secs(60);
 /// Histogram bounds: 1 ns to 60 s, 3 significant digits.
 const HIST_MAX_NS: u64 = 60_000_000_000;
 
@@ -442,6 +446,21 @@ impl Transient for InProcessError {
     }
 }
 
+/// The next outcome a producer reports, or an error once [`OUTCOME_WAIT`] passed without one.
+pub(crate) async fn outcome_within_wait<T>(
+    outcome: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(OUTCOME_WAIT, outcome)
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "no batch outcome within {} s although batches are outstanding: the node stopped \
+                 answering",
+                OUTCOME_WAIT.as_secs()
+            )
+        })?
+}
+
 pub(crate) async fn retry_open<T, E, F, Fut>(what: &str, mut open: F) -> anyhow::Result<T>
 where
     E: Transient + std::fmt::Debug,
@@ -524,7 +543,7 @@ async fn produce_inner(
         }
         // Read outcomes so at most a window of batches is without one.
         while pending.len() >= settings.window as usize {
-            let (seq, outcome) = producer.next_outcome().await?;
+            let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
             account(&mut produced, &mut pending, ring, seq, outcome);
         }
         let index = (submitted % ring.len() as u64) as usize;
@@ -534,7 +553,7 @@ async fn produce_inner(
         submitted += 1;
     }
     while !pending.is_empty() {
-        let (seq, outcome) = producer.next_outcome().await?;
+        let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
         account(&mut produced, &mut pending, ring, seq, outcome);
     }
     produced.elapsed = start.elapsed();

@@ -37,7 +37,7 @@ use serde_json::{json, Map, Value};
 use super::gen::{self, Events};
 use super::query::{Inputs, Query, AUCTION_INGESTOR, BID_INGESTOR, PERSON_INGESTOR};
 use crate::report::{peak_rss_bytes, RunResult};
-use crate::scenario::{now_ns, retry_open};
+use crate::scenario::{now_ns, outcome_within_wait, retry_open};
 
 /// The Nexmark scenarios, as `nervix-bench list` prints them.
 pub const SCENARIOS: [(&str, &str); 3] = [
@@ -391,7 +391,8 @@ pub(super) async fn submit_all(
     for (_, stream, index) in order {
         let producer = &mut producers[stream];
         while producer.outstanding() >= window {
-            let (seq, outcome) = producer.next_outcome().await?;
+            let (seq, outcome) =
+                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
             if !marker_seqs[stream].contains(&seq) {
                 real_in_flight[stream] -= 1;
                 submitted.account((seq, outcome), streams[stream].ingestor);
@@ -409,7 +410,8 @@ pub(super) async fn submit_all(
     }
     for (stream, producer) in producers.iter_mut().enumerate() {
         while real_in_flight[stream] > 0 {
-            let (seq, outcome) = producer.next_outcome().await?;
+            let (seq, outcome) =
+                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
             if !marker_seqs[stream].contains(&seq) {
                 real_in_flight[stream] -= 1;
                 submitted.account((seq, outcome), streams[stream].ingestor);
@@ -659,7 +661,8 @@ async fn produce(
     let mut expected_end: u64 = 0;
     while start.elapsed() < duration {
         while pending.len() >= settings.window as usize {
-            let (seq, outcome) = producer.next_outcome().await?;
+            let (seq, outcome) =
+                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
             account(&mut produced, &mut pending, prepared, seq, outcome);
         }
         let index = (submitted % prepared.len() as u64) as usize;
@@ -674,7 +677,8 @@ async fn produce(
         submitted += 1;
     }
     while !pending.is_empty() {
-        let (seq, outcome) = producer.next_outcome().await?;
+        let (seq, outcome) =
+            outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
         account(&mut produced, &mut pending, prepared, seq, outcome);
     }
     produced.elapsed = start.elapsed();
