@@ -19,8 +19,6 @@
 //! routes in the pass that flushes — so a stale bound only causes one flush that finds
 //! nothing due.
 
-use std::collections::HashMap;
-
 use nervix_shards::branch_key::BranchKey;
 use nervix_shards::flush::Deadline;
 
@@ -118,20 +116,23 @@ impl Graph {
         // earlier route (an end of input, a far-ahead event time) could reach a window before
         // earlier rows on other routes and move its watermark past them (see
         // `RouteBuffers::tick`). Frames without event time keep their buffers' order. The
-        // frames of one buffer share its earliest time, so they keep their row order.
-        let mut buffer_earliest: HashMap<u64, Option<i64>> = HashMap::new();
-        for (opened, _, _, frame) in &out {
-            let earliest = earliest_time_ns(frame);
-            buffer_earliest
-                .entry(*opened)
-                .and_modify(|e| *e = (*e).min(earliest))
-                .or_insert(earliest);
+        // frames of one buffer share its earliest time, so they keep their row order; they are
+        // adjacent in `out` (a buffer's flush emits them together, and `opened` names one
+        // buffer), so that time is the least over each run of equal `opened`.
+        let mut keys: Vec<(Option<i64>, u64)> = Vec::with_capacity(out.len());
+        for buffer in out.chunk_by(|a, b| a.0 == b.0) {
+            // `Option`'s order puts `None` first: one untimed frame makes the buffer untimed.
+            let earliest = buffer
+                .iter()
+                .map(|(_, _, _, frame)| earliest_time_ns(frame))
+                .min()
+                .flatten();
+            keys.extend(std::iter::repeat_n((earliest, buffer[0].0), buffer.len()));
         }
-        out.sort_by_cached_key(|(opened, ..)| {
-            (buffer_earliest.get(opened).copied().flatten(), *opened)
-        });
+        let mut keyed: Vec<_> = keys.into_iter().zip(out).collect();
+        keyed.sort_by_key(|(key, _)| *key);
         self.route_due = (due_logical, due_physical);
-        for (_, node, relay, frame) in out {
+        for (_, (_, node, relay, frame)) in keyed {
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
                 _ => self.publish(node, relay, frame, at, cx),
