@@ -447,18 +447,17 @@ impl Transient for InProcessError {
 }
 
 /// The next outcome a producer reports, or an error once [`OUTCOME_WAIT`] passed without one.
-pub(crate) async fn outcome_within_wait<T>(
-    outcome: impl std::future::Future<Output = anyhow::Result<T>>,
+pub(crate) async fn outcome_within_wait<T, E: Into<anyhow::Error>>(
+    outcome: impl std::future::Future<Output = Result<T, E>>,
 ) -> anyhow::Result<T> {
-    tokio::time::timeout(OUTCOME_WAIT, outcome)
-        .await
-        .map_err(|_| {
-            anyhow!(
-                "no batch outcome within {} s although batches are outstanding: the node stopped \
-                 answering",
-                OUTCOME_WAIT.as_secs()
-            )
-        })?
+    match tokio::time::timeout(OUTCOME_WAIT, outcome).await {
+        Ok(answered) => answered.map_err(Into::into),
+        Err(_) => Err(anyhow!(
+            "no batch outcome within {} s although batches are outstanding: the node stopped \
+             answering",
+            OUTCOME_WAIT.as_secs()
+        )),
+    }
 }
 
 pub(crate) async fn retry_open<T, E, F, Fut>(what: &str, mut open: F) -> anyhow::Result<T>

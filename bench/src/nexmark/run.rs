@@ -391,8 +391,7 @@ pub(super) async fn submit_all(
     for (_, stream, index) in order {
         let producer = &mut producers[stream];
         while producer.outstanding() >= window {
-            let (seq, outcome) =
-                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
+            let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
             if !marker_seqs[stream].contains(&seq) {
                 real_in_flight[stream] -= 1;
                 submitted.account((seq, outcome), streams[stream].ingestor);
@@ -410,8 +409,7 @@ pub(super) async fn submit_all(
     }
     for (stream, producer) in producers.iter_mut().enumerate() {
         while real_in_flight[stream] > 0 {
-            let (seq, outcome) =
-                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
+            let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
             if !marker_seqs[stream].contains(&seq) {
                 real_in_flight[stream] -= 1;
                 submitted.account((seq, outcome), streams[stream].ingestor);
@@ -661,8 +659,7 @@ async fn produce(
     let mut expected_end: u64 = 0;
     while start.elapsed() < duration {
         while pending.len() >= settings.window as usize {
-            let (seq, outcome) =
-                outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
+            let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
             account(&mut produced, &mut pending, prepared, seq, outcome);
         }
         let index = (submitted % prepared.len() as u64) as usize;
@@ -677,8 +674,7 @@ async fn produce(
         submitted += 1;
     }
     while !pending.is_empty() {
-        let (seq, outcome) =
-            outcome_within_wait(async { Ok(producer.next_outcome().await?) }).await?;
+        let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
         account(&mut produced, &mut pending, prepared, seq, outcome);
     }
     produced.elapsed = start.elapsed();
