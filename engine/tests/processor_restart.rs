@@ -167,7 +167,7 @@ async fn receive(consumer: &mut Consumer, count: usize, seconds: u64) -> Vec<Val
     sorted(got)
 }
 
-/// Feeds two batches into the window, restarting the node between them when asked; the
+/// Feeds three batches into the window, restarting the node before the last when asked; the
 /// records the window emits.
 fn window_records(restart: bool) -> Vec<Value> {
     let name = if restart {
@@ -181,11 +181,9 @@ fn window_records(restart: bool) -> Vec<Value> {
     let rt = runtime();
     rt.block_on(async {
         let (_session, mut input, _out) = attach(&node).await;
-        submit_completed(
-            &mut input,
-            &readings(&[("acme", 5), ("acme", 7), ("zen", 40)]),
-        )
-        .await;
+        // Two batches: `acme`'s window holds two runs, so its snapshot carries both.
+        submit_completed(&mut input, &readings(&[("acme", 5), ("zen", 40)])).await;
+        submit_completed(&mut input, &readings(&[("acme", 7)])).await;
     });
     if restart {
         node.terminate();

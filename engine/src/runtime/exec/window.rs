@@ -24,8 +24,11 @@
 
 use std::collections::VecDeque;
 
-use arrow_array::{Array, ArrayRef, Int64Array};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{Field, Schema, SchemaRef};
 
+use super::state_codec::put_u32;
 use crate::runtime::aggregate::{Accumulator, AggregateError};
 use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
@@ -63,8 +66,13 @@ pub struct WindowState {
     dirty: bool,
 }
 
-/// The snapshot format version (first byte of an encoded window).
-const SNAPSHOT_VERSION: u8 = 2;
+/// The snapshot format version (first byte of an encoded window): the run lengths, then one
+/// Arrow IPC stream holding each run as a batch.
+const SNAPSHOT_VERSION: u8 = 3;
+
+/// Runs preallocated when reading a snapshot's run lengths (more still read; a corrupt count
+/// cannot reserve unbounded memory up front).
+const MAX_RESTORED_RUNS: usize = 4096;
 
 /// Why a window snapshot cannot be read back.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +83,10 @@ pub enum SnapshotError {
     OtherModel,
     #[error("the snapshot is truncated or not a window snapshot")]
     Malformed,
+    #[error(
+        "the snapshot has format version {found}; this build reads version {SNAPSHOT_VERSION}"
+    )]
+    Version { found: u8 },
     #[error("the snapshot's retained rows cannot be decoded: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
     #[error(
@@ -271,33 +283,36 @@ impl WindowState {
         out.extend_from_slice(&(self.runs.len() as u32).to_le_bytes());
         for run in &self.runs {
             out.extend_from_slice(&(run.rows as u32).to_le_bytes());
+        }
+        // One IPC stream, one batch per run: the schema is written once per window, not once
+        // per run (a branch of a many-key window holds a few small runs).
+        let mut stream: Option<(SchemaRef, StreamWriter<Vec<u8>>)> = None;
+        for run in &self.runs {
             let times: ArrayRef = std::sync::Arc::new(run.times.clone());
             let columns: Vec<ArrayRef> = std::iter::once(times)
                 .chain(run.args.iter().flatten().cloned())
                 .collect();
-            let ipc = {
-                let fields: Vec<arrow_schema::Field> = columns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        arrow_schema::Field::new(format!("a{i}"), c.data_type().clone(), true)
-                    })
-                    .collect();
-                let batch = arrow_array::RecordBatch::try_new(
-                    std::sync::Arc::new(arrow_schema::Schema::new(fields)),
-                    columns,
-                )?;
-                let mut ipc = Vec::new();
-                let mut writer =
-                    arrow_ipc::writer::StreamWriter::try_new(&mut ipc, &batch.schema())?;
-                writer.write(&batch)?;
-                writer.finish()?;
-                drop(writer);
-                ipc
+            let (schema, writer) = match &mut stream {
+                Some(stream) => stream,
+                None => {
+                    let fields: Vec<Field> = columns
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| Field::new(format!("a{i}"), c.data_type().clone(), true))
+                        .collect();
+                    let schema = std::sync::Arc::new(Schema::new(fields));
+                    let writer = StreamWriter::try_new(Vec::new(), &schema)?;
+                    stream.insert((schema, writer))
+                }
             };
-            out.extend_from_slice(&(ipc.len() as u32).to_le_bytes());
-            out.extend_from_slice(&ipc);
+            writer.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
         }
+        let ipc = match stream {
+            Some((_, writer)) => writer.into_inner()?,
+            None => Vec::new(),
+        };
+        put_u32(&mut out, ipc.len())?;
+        out.extend_from_slice(&ipc);
         Ok((out, acks))
     }
 
@@ -311,8 +326,9 @@ impl WindowState {
             Ok(slice)
         };
         let word = |b: &[u8]| -> [u8; 8] { b.try_into().unwrap_or([0; 8]) };
-        if take(1)? != [SNAPSHOT_VERSION] {
-            return Err(SnapshotError::Malformed);
+        let version = take(1)?[0];
+        if version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version { found: version });
         }
         if u64::from_le_bytes(word(take(8)?)) != plan.model {
             return Err(SnapshotError::OtherModel);
@@ -323,35 +339,17 @@ impl WindowState {
             start_ns: Some(start),
             ..WindowState::default()
         };
+        let mut rows = Vec::with_capacity(count.min(MAX_RESTORED_RUNS));
         for _ in 0..count {
-            let rows = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
-            let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
-            let ipc = take(len)?;
-            let mut columns: Vec<ArrayRef> = Vec::new();
-            if len > 0 {
-                let reader = arrow_ipc::reader::StreamReader::try_new(ipc, None)?;
-                for batch in reader {
-                    let batch = batch?;
-                    if batch.num_rows() != rows {
-                        return Err(SnapshotError::Malformed);
-                    }
-                    columns.extend(batch.columns().iter().cloned());
-                }
-            }
-            let mut columns = columns.into_iter();
-            let times = columns
-                .next()
-                .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
-                .ok_or(SnapshotError::Malformed)?;
-            let mut args = Vec::with_capacity(plan.calls.len());
-            for call in &plan.calls {
-                let values: Vec<ArrayRef> = columns.by_ref().take(call.args.len()).collect();
-                if values.len() != call.args.len() {
-                    return Err(SnapshotError::Malformed);
-                }
-                args.push(values);
-            }
-            state.admit(times, args, rows, Vec::new())?;
+            rows.push(u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize);
+        }
+        let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
+        let batches = read_runs(take(len)?)?;
+        if batches.len() != rows.len() {
+            return Err(SnapshotError::Malformed);
+        }
+        for (batch, rows) in batches.into_iter().zip(rows) {
+            state.admit_restored(plan, batch, rows)?;
         }
         state.start_ns = if state.runs.is_empty() {
             None
@@ -361,4 +359,40 @@ impl WindowState {
         state.dirty = false;
         Ok(state)
     }
+
+    /// Admits one restored run: its first column the row times, then each call's arguments.
+    fn admit_restored(
+        &mut self,
+        plan: &WindowPlan,
+        batch: RecordBatch,
+        rows: usize,
+    ) -> Result<(), SnapshotError> {
+        if batch.num_rows() != rows {
+            return Err(SnapshotError::Malformed);
+        }
+        let mut columns = batch.columns().iter().cloned();
+        let times = columns
+            .next()
+            .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
+            .ok_or(SnapshotError::Malformed)?;
+        let mut args = Vec::with_capacity(plan.calls.len());
+        for call in &plan.calls {
+            let values: Vec<ArrayRef> = columns.by_ref().take(call.args.len()).collect();
+            if values.len() != call.args.len() {
+                return Err(SnapshotError::Malformed);
+            }
+            args.push(values);
+        }
+        self.admit(times, args, rows, Vec::new())?;
+        Ok(())
+    }
+}
+
+/// The batches of one snapshot IPC stream (none when it is empty).
+fn read_runs(ipc: &[u8]) -> Result<Vec<RecordBatch>, SnapshotError> {
+    if ipc.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reader = arrow_ipc::reader::StreamReader::try_new(ipc, None)?;
+    Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
