@@ -264,17 +264,26 @@ impl WindowState {
     }
 
     /// Encodes the window for a snapshot (empty when it holds nothing, which deletes the
-    /// stored entry) and takes the acknowledgement runs of every retained row: once the
-    /// snapshot is durable, those rows are safe and the caller acknowledges them.
-    pub fn snapshot(&mut self, plan: &WindowPlan) -> Result<(Vec<u8>, Vec<AckRun>), SnapshotError> {
+    /// stored entry) and moves the acknowledgement runs of every retained row into `acks`:
+    /// once the snapshot is durable, those rows are safe and the caller acknowledges them. A
+    /// window that cannot be encoded keeps its runs (and stays changed) for the next snapshot.
+    pub fn snapshot(
+        &mut self,
+        plan: &WindowPlan,
+        acks: &mut Vec<AckRun>,
+    ) -> Result<Vec<u8>, SnapshotError> {
+        let bytes = self.encode(plan)?;
         self.dirty = false;
-        let acks: Vec<AckRun> = self
-            .runs
-            .iter_mut()
-            .flat_map(|run| std::mem::take(&mut run.acks))
-            .collect();
+        for run in &mut self.runs {
+            acks.append(&mut run.acks);
+        }
+        Ok(bytes)
+    }
+
+    /// The snapshot encoding (format [`SNAPSHOT_VERSION`]).
+    fn encode(&self, plan: &WindowPlan) -> Result<Vec<u8>, SnapshotError> {
         let Some(start) = self.start_ns else {
-            return Ok((Vec::new(), acks));
+            return Ok(Vec::new());
         };
         let mut out = Vec::with_capacity(32 + self.bytes as usize);
         out.push(SNAPSHOT_VERSION);
@@ -313,7 +322,7 @@ impl WindowState {
         };
         put_u32(&mut out, ipc.len())?;
         out.extend_from_slice(&ipc);
-        Ok((out, acks))
+        Ok(out)
     }
 
     /// A window restored from `bytes` (a [`WindowState::snapshot`] under the same `plan`);

@@ -119,15 +119,12 @@ impl Graph {
                         if !(all || state.is_dirty()) {
                             continue;
                         }
-                        match state.snapshot(window) {
-                            Ok((bytes, covered)) => {
-                                entries.push((entry_key(&prefix, key), bytes));
-                                acks.extend(covered);
-                            }
+                        match state.snapshot(window, &mut acks) {
+                            Ok(bytes) => entries.push((entry_key(&prefix, key), bytes)),
                             Err(error) => tracing::error!(
                                 processor = %processor.name,
                                 %error,
-                                "cannot snapshot a window; its rows stay unacknowledged"
+                                "cannot snapshot a window; its rows stay unacknowledged until a snapshot holds them or the window emits them"
                             ),
                         }
                     }
