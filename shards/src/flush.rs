@@ -110,8 +110,10 @@ impl Now {
     }
 }
 
-/// When an armed buffer flushes by time, on the clock its policy uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// When an armed buffer flushes by time, on the clock its policy uses. Deadlines of one clock
+/// order by instant (every logical one sorts before every physical one, which only matters to
+/// a collection that mixes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Deadline {
     /// Domain-logical nanoseconds (`FLUSH EACH`).
     Logical(i64),

@@ -9,8 +9,17 @@
 //! large leaves as it came: copying it into a bigger batch costs more than the frame it saves
 //! the next node, and a frame of one payload needs no per-row acknowledgement bookkeeping
 //! downstream. Rows keep their order either way; the frames of one flush leave together.
+//!
+//! Which buffers are due: a min-heap of (deadline, branch) entries, pushed whenever a buffer
+//! arms a deadline, so a tick visits only the buffers whose deadline came rather than every
+//! buffered branch (a route of 100,000 branches would otherwise be scanned on every tick any
+//! route's FLUSH IMMEDIATE window causes). An entry whose buffer flushed early (size bound,
+//! forced flush) or re-armed is stale: it no longer equals the buffer's deadline and is
+//! dropped when it reaches the top. Stale entries are bounded: the heap is rebuilt from the
+//! live buffers once it holds more than twice their number plus [`DUE_INDEX_SLACK`].
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -96,12 +105,17 @@ struct Buffer {
     opened: u64,
 }
 
+/// Stale due-index entries tolerated beyond twice the live buffers before a rebuild.
+const DUE_INDEX_SLACK: usize = 64;
+
 /// Every concrete branch's buffer of one route.
 pub struct RouteBuffers {
     policy: FlushPolicy,
     schema: SchemaRef,
     frames: Frames,
     buffers: HashMap<BranchKey, Buffer>,
+    /// Armed deadlines, earliest on top (module docs); may hold stale entries.
+    due: BinaryHeap<Reverse<(Deadline, BranchKey)>>,
 }
 
 impl RouteBuffers {
@@ -111,6 +125,7 @@ impl RouteBuffers {
             schema,
             frames,
             buffers: HashMap::new(),
+            due: BinaryHeap::new(),
         }
     }
 
@@ -144,6 +159,7 @@ impl RouteBuffers {
         if buffer.opened == opened {
             *openings += 1;
         }
+        let armed_before = buffer.flusher.next_deadline();
         let actions = buffer.flusher.append(chunk, now);
         if actions.before.is_flush() {
             take(&self.schema, self.frames, &key, buffer, |frame| {
@@ -159,8 +175,46 @@ impl RouteBuffers {
         let deadline = buffer.flusher.next_deadline();
         if buffer.parts.is_empty() {
             self.buffers.remove(&key);
+        } else if let Some(armed) = deadline.filter(|d| Some(*d) != armed_before) {
+            self.index(armed, key);
         }
         deadline
+    }
+
+    /// Records `key`'s newly armed deadline in the due index, rebuilding the index when stale
+    /// entries outnumber its bound (module docs).
+    fn index(&mut self, deadline: Deadline, key: BranchKey) {
+        self.due.push(Reverse((deadline, key)));
+        if self.due.len() > 2 * self.buffers.len() + DUE_INDEX_SLACK {
+            self.reindex();
+        }
+    }
+
+    /// Rebuilds the due index from the live buffers' deadlines.
+    fn reindex(&mut self) {
+        let entries: Vec<Reverse<(Deadline, BranchKey)>> = self
+            .buffers
+            .iter()
+            .filter_map(|(key, buffer)| {
+                Some(Reverse((buffer.flusher.next_deadline()?, key.clone())))
+            })
+            .collect();
+        self.due = BinaryHeap::from(entries);
+    }
+
+    /// Drops stale entries from the top of the due index, so its top is the earliest live
+    /// deadline.
+    fn drop_stale_due(&mut self) {
+        while let Some(Reverse((deadline, key))) = self.due.peek() {
+            let live = self
+                .buffers
+                .get(key)
+                .and_then(|buffer| buffer.flusher.next_deadline());
+            if live == Some(*deadline) {
+                return;
+            }
+            self.due.pop();
+        }
     }
 
     /// Flushes every buffer whose deadline has come, each frame with its buffer's opening
@@ -170,19 +224,37 @@ impl RouteBuffers {
     /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
     /// [`RouteBuffers::next_deadline`] (in the same pass).
     pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
-        let (schema, frames) = (&self.schema, self.frames);
-        let mut earliest = (None, None);
-        self.buffers.retain(|key, buffer| {
+        let mut kept = Vec::new();
+        loop {
+            self.drop_stale_due();
+            let Some(Reverse((deadline, _))) = self.due.peek() else {
+                break;
+            };
+            if !deadline.is_reached(now) {
+                break;
+            }
+            let Some(Reverse((_, key))) = self.due.pop() else {
+                break;
+            };
+            let Some(buffer) = self.buffers.get_mut(&key) else {
+                continue;
+            };
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
                 let opened = buffer.opened;
-                take(schema, frames, key, buffer, |frame| {
+                take(&self.schema, self.frames, &key, buffer, |frame| {
                     out.push((opened, frame))
                 });
             }
-            lower_to(&mut earliest, buffer.flusher.next_deadline());
-            !buffer.parts.is_empty()
-        });
-        earliest
+            if buffer.parts.is_empty() {
+                self.buffers.remove(&key);
+            } else if let Some(armed) = buffer.flusher.next_deadline() {
+                // Not reached after all: it keeps its place (pushed after the loop, which
+                // would otherwise meet the entry again).
+                kept.push(Reverse((armed, key)));
+            }
+        }
+        self.due.extend(kept);
+        self.next_deadline()
     }
 
     /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated
@@ -202,29 +274,44 @@ impl RouteBuffers {
             }
             !buffer.parts.is_empty()
         });
+        // The policy re-armed every buffer left.
+        self.reindex();
     }
 
-    /// Flushes everything (model alteration, stop, shutdown, eviction of one branch).
+    /// Flushes everything (model alteration, stop, shutdown), or one branch's buffer (its
+    /// eviction).
     pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<(u64, Frame)>) {
         let (schema, frames) = (&self.schema, self.frames);
-        self.buffers.retain(|key, buffer| {
-            if only.is_some_and(|k| k != key) {
-                return true;
-            }
+        let mut flush = |key: &BranchKey, mut buffer: Buffer| {
             buffer.flusher.force_flush();
             let opened = buffer.opened;
-            take(schema, frames, key, buffer, |frame| {
+            take(schema, frames, key, &mut buffer, |frame| {
                 out.push((opened, frame))
             });
-            false
-        });
+        };
+        match only {
+            Some(key) => {
+                if let Some(buffer) = self.buffers.remove(key) {
+                    flush(key, buffer);
+                }
+                self.drop_stale_due();
+            }
+            None => {
+                for (key, buffer) in self.buffers.drain() {
+                    flush(&key, buffer);
+                }
+                self.due.clear();
+            }
+        }
     }
 
-    /// The earliest deadline of any buffer: (logical, physical) instants in ns.
+    /// The earliest deadline of any buffer: (logical, physical) instants in ns. It may be
+    /// earlier than the earliest live one (a stale due-index entry; module docs), never later:
+    /// a tick at that instant finds nothing due and leaves the index clean.
     pub fn next_deadline(&self) -> (Option<i64>, Option<u64>) {
         let mut earliest = (None, None);
-        for buffer in self.buffers.values() {
-            lower_to(&mut earliest, buffer.flusher.next_deadline());
+        if let Some(Reverse((deadline, _))) = self.due.peek() {
+            lower_to(&mut earliest, Some(*deadline));
         }
         earliest
     }
@@ -354,5 +441,125 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod due_index_tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema, SchemaRef};
+    use nervix_shards::branch_key::BranchKey;
+    use nervix_shards::flush::{FlushPolicy, Now};
+
+    use super::{Frames, RouteBuffers, DUE_INDEX_SLACK};
+
+    const INTERVAL_NS: u64 = 1_000;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]))
+    }
+
+    fn one_row(value: i64) -> RecordBatch {
+        RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(vec![value]))])
+            .expect("batch")
+    }
+
+    fn key(branch: u8) -> BranchKey {
+        BranchKey::Key(vec![branch].into_boxed_slice())
+    }
+
+    fn buffers(max_batch_bytes: u64) -> RouteBuffers {
+        let policy = FlushPolicy::Each {
+            interval_ns: INTERVAL_NS,
+            max_batch_bytes,
+        };
+        RouteBuffers::new(policy, schema(), Frames::JoinSmallParts)
+    }
+
+    fn at(logical_ns: i64) -> Now {
+        Now::new(logical_ns, 0)
+    }
+
+    fn append(route: &mut RouteBuffers, branch: u8, now: Now) -> Vec<super::Frame> {
+        let mut out = Vec::new();
+        let mut openings = 0;
+        route.append(
+            key(branch),
+            one_row(1),
+            Vec::new(),
+            None,
+            now,
+            &mut openings,
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn a_tick_flushes_exactly_the_branches_whose_deadline_came() {
+        let mut route = buffers(u64::MAX);
+        // Branch b opens at 10·b, so its deadline is 10·b + INTERVAL_NS.
+        for branch in 0..100u8 {
+            assert!(append(&mut route, branch, at(i64::from(branch) * 10)).is_empty());
+        }
+        assert_eq!(route.next_deadline(), (Some(1_000), None));
+        let now = at(1_000 + 49 * 10);
+        let mut out = Vec::new();
+        let left = route.tick(now, &mut out);
+        let mut flushed: Vec<BranchKey> = out.into_iter().map(|(_, frame)| frame.key).collect();
+        flushed.sort();
+        let due: Vec<BranchKey> = (0..100u8)
+            .filter(|b| i64::from(*b) * 10 + 1_000 <= now.logical_ns)
+            .map(key)
+            .collect();
+        assert_eq!(flushed, due);
+        assert_eq!(route.buffered_branches(), 50);
+        assert_eq!(left, (Some(1_500), None));
+    }
+
+    #[test]
+    fn stale_entries_stay_bounded_and_the_live_deadline_still_fires() {
+        // Two one-row appends fill the 16-byte bound: each pair flushes by size and leaves the
+        // deadline it armed stale in the index.
+        let mut route = buffers(16);
+        let mut flushed_rows = 0;
+        for step in 0..10_001i64 {
+            for frame in append(&mut route, 7, at(step)) {
+                flushed_rows += frame.batch.num_rows();
+            }
+            // One branch: never more than twice it plus the slack.
+            assert!(route.due.len() <= 2 + DUE_INDEX_SLACK);
+        }
+        assert_eq!(flushed_rows, 10_000);
+        // The last row waits for the deadline armed at step 10,000, and only for it.
+        let mut out = Vec::new();
+        assert_eq!(route.tick(at(10_000 + 999), &mut out), (Some(11_000), None));
+        assert!(out.is_empty());
+        route.tick(at(11_000), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(route.buffered_branches(), 0);
+        assert_eq!(route.next_deadline(), (None, None));
+    }
+
+    #[test]
+    fn a_forced_flush_of_one_branch_leaves_the_others_due_as_before() {
+        let mut route = buffers(u64::MAX);
+        for branch in 0..3u8 {
+            append(&mut route, branch, at(i64::from(branch) * 100));
+        }
+        let mut out = Vec::new();
+        route.force_flush(Some(&key(0)), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1.key, key(0));
+        assert_eq!(route.next_deadline(), (Some(1_100), None));
+        out.clear();
+        route.tick(at(1_100), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1.key, key(1));
+        route.force_flush(None, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(route.next_deadline(), (None, None));
     }
 }
