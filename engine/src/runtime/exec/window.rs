@@ -294,7 +294,7 @@ impl WindowState {
             out.extend_from_slice(&(run.rows as u32).to_le_bytes());
         }
         // One IPC stream, one batch per run: the schema is written once per window, not once
-        // per run (a branch of a many-key window holds a few small runs).
+        // per run (a window retaining many admitted batches carries many runs).
         let mut stream: Option<(SchemaRef, StreamWriter<Vec<u8>>)> = None;
         for run in &self.runs {
             let times: ArrayRef = std::sync::Arc::new(run.times.clone());

@@ -268,7 +268,6 @@ impl RouteBuffers {
     /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
     /// [`RouteBuffers::next_deadline`] (in the same pass).
     pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
-        let mut kept = Vec::new();
         // Past this many due entries in one tick, one pass over every buffer is cheaper than
         // popping the rest one by one (module docs).
         let scan_after = (self.buffers.len() / SCAN_FRACTION).max(SCAN_MIN_DUE);
@@ -292,24 +291,15 @@ impl RouteBuffers {
             else {
                 continue;
             };
-            if let Action::Flush { .. } = buffer.flusher.tick(now) {
-                let opened = buffer.opened;
-                take(&self.schema, self.frames, &due.key, buffer, |frame| {
-                    out.push((opened, frame))
-                });
-            }
-            if buffer.parts.is_empty() {
-                self.buffers.remove(&due.key);
-            } else if let Some(deadline) = buffer.flusher.next_deadline() {
-                // Not reached after all: it keeps its place (pushed after the loop, which
-                // would otherwise meet the entry again).
-                kept.push(Reverse(Due {
-                    deadline,
-                    key: due.key,
-                }));
-            }
+            // Its deadline is reached at `now`, so the flusher flushes and the buffer empties.
+            let flushed = buffer.flusher.tick(now).is_flush();
+            debug_assert!(flushed, "a live entry whose deadline came must flush");
+            let opened = buffer.opened;
+            take(&self.schema, self.frames, &due.key, buffer, |frame| {
+                out.push((opened, frame))
+            });
+            self.buffers.remove(&due.key);
         }
-        self.due.extend(kept);
         self.drop_stale_due();
         self.next_deadline()
     }
