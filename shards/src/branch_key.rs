@@ -20,6 +20,7 @@
 //! - **No panics on input.** Missing columns, mismatched types, an empty field list, zero shards
 //!   (unrepresentable: [`NonZeroUsize`]) and batches too large for `u32` row indices are errors.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 
 use arrow_array::{ArrayRef, RecordBatch};
@@ -56,6 +57,15 @@ impl<B: AsRef<[u8]>> BranchKey<B> {
         }
     }
 }
+
+/// How maps keyed by branch keys (or their bytes) hash on the data path: foldhash, seeded per
+/// process. std's SipHash cost a shard several percent of its time on branch-heavy graphs (every
+/// frame looks its branch up in a few maps); foldhash is a fraction of that on short keys and
+/// its random seed still keeps keys an outsider picks from being aimed at one bucket chain.
+pub type KeyHashState = foldhash::fast::RandomState;
+
+/// A map from a branch key to per-branch state, hashed with [`KeyHashState`].
+pub type BranchMap<V> = HashMap<BranchKey, V, KeyHashState>;
 
 /// Errors of branch key encoding and partitioning.
 #[derive(Debug, Error)]

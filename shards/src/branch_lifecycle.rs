@@ -185,7 +185,7 @@ pub struct BranchTable<K, V> {
     /// `MAX INSTANCES`, if declared.
     max_instances: Option<u32>,
     nodes: Vec<Node<K, V>>,
-    index: HashMap<K, u32>,
+    index: HashMap<K, u32, crate::branch_key::KeyHashState>,
     /// Least recently used live node.
     lru: u32,
     /// Most recently used live node.
@@ -228,7 +228,7 @@ where
             ttl_ns,
             max_instances,
             nodes: Vec::with_capacity(preallocated),
-            index: HashMap::with_capacity(preallocated),
+            index: HashMap::with_capacity_and_hasher(preallocated, Default::default()),
             lru: NO_NODE,
             mru: NO_NODE,
             free_head: NO_NODE,

@@ -21,7 +21,7 @@ use arrow_array::{
 use arrow_schema::SchemaRef;
 use arrow_select::filter::FilterBuilder;
 use arrow_select::take::take;
-use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, KeyHashState};
 
 use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
 use crate::vm::{eval_predicate, EnvelopeView, EvalContext, Program, RowErrors};
@@ -370,7 +370,7 @@ fn group_by_key(
     // Grouping by key bytes has no Arrow kernel: one hash lookup per row into per-branch
     // index lists, then one `take` per branch.
     let mut order: Vec<&[u8]> = Vec::new();
-    let mut members: HashMap<&[u8], Vec<u32>> = HashMap::new();
+    let mut members: HashMap<&[u8], Vec<u32>, KeyHashState> = HashMap::default();
     for i in 0..encoded.num_rows() {
         let key = encoded.row(i).data();
         members

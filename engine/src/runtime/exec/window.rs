@@ -219,14 +219,18 @@ impl WindowState {
             if gone == 0 {
                 continue;
             }
+            if gone == run.rows {
+                // The whole run leaves (every run, in a tumbling window): no slicing, the
+                // run is dropped below.
+                leaving.append(&mut run.acks);
+                self.bytes -= run.bytes;
+                run.rows = 0;
+                continue;
+            }
             let (left, rest) = split_runs(&run.acks, gone);
             leaving.extend(left);
             run.acks = rest;
-            let freed = if gone == run.rows {
-                run.bytes
-            } else {
-                run.bytes * gone as u64 / run.rows as u64
-            };
+            let freed = run.bytes * gone as u64 / run.rows as u64;
             self.bytes -= freed;
             run.bytes -= freed;
             let kept = run.rows - gone;
@@ -267,12 +271,15 @@ impl WindowState {
     /// stored entry) and moves the acknowledgement runs of every retained row into `acks`:
     /// once the snapshot is durable, those rows are safe and the caller acknowledges them. A
     /// window that cannot be encoded keeps its runs (and stays changed) for the next snapshot.
+    /// `schema` carries the snapshot schema from one window to the next of a snapshot pass
+    /// (a processor's windows retain the same argument types, so it is built once).
     pub fn snapshot(
         &mut self,
         plan: &WindowPlan,
+        schema: &mut Option<SchemaRef>,
         acks: &mut Vec<AckRun>,
     ) -> Result<Vec<u8>, SnapshotError> {
-        let bytes = self.encode(plan)?;
+        let bytes = self.encode(plan, schema)?;
         self.dirty = false;
         for run in &mut self.runs {
             acks.append(&mut run.acks);
@@ -281,11 +288,16 @@ impl WindowState {
     }
 
     /// The snapshot encoding (format [`SNAPSHOT_VERSION`]).
-    fn encode(&self, plan: &WindowPlan) -> Result<Vec<u8>, SnapshotError> {
+    fn encode(
+        &self,
+        plan: &WindowPlan,
+        schema: &mut Option<SchemaRef>,
+    ) -> Result<Vec<u8>, SnapshotError> {
         let Some(start) = self.start_ns else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::with_capacity(32 + self.bytes as usize);
+        // Room for the header, the run lengths and the stream's schema message besides the rows.
+        let mut out = Vec::with_capacity(512 + 4 * self.runs.len() + self.bytes as usize);
         out.push(SNAPSHOT_VERSION);
         out.extend_from_slice(&plan.model.to_le_bytes());
         out.extend_from_slice(&start.to_le_bytes());
@@ -294,34 +306,34 @@ impl WindowState {
             out.extend_from_slice(&(run.rows as u32).to_le_bytes());
         }
         // One IPC stream, one batch per run: the schema is written once per window, not once
-        // per run (a window retaining many admitted batches carries many runs).
-        let mut stream: Option<(SchemaRef, StreamWriter<Vec<u8>>)> = None;
-        for run in &self.runs {
-            let times: ArrayRef = std::sync::Arc::new(run.times.clone());
-            let columns: Vec<ArrayRef> = std::iter::once(times)
-                .chain(run.args.iter().flatten().cloned())
-                .collect();
-            let (schema, writer) = match &mut stream {
-                Some(stream) => stream,
-                None => {
-                    let fields: Vec<Field> = columns
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| Field::new(format!("a{i}"), c.data_type().clone(), true))
-                        .collect();
-                    let schema = std::sync::Arc::new(Schema::new(fields));
-                    let writer = StreamWriter::try_new(Vec::new(), &schema)?;
-                    stream.insert((schema, writer))
-                }
+        // per run (a window retaining many admitted batches carries many runs). The stream
+        // goes straight into `out` behind its length, patched in once written.
+        let length_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        let runs: Vec<Vec<ArrayRef>> = self
+            .runs
+            .iter()
+            .map(|run| {
+                let times: ArrayRef = std::sync::Arc::new(run.times.clone());
+                std::iter::once(times)
+                    .chain(run.args.iter().flatten().cloned())
+                    .collect()
+            })
+            .collect();
+        if let Some(first) = runs.first() {
+            let schema = match schema {
+                Some(schema) if same_types(schema, first) => schema.clone(),
+                _ => schema.insert(snapshot_schema(first)).clone(),
             };
-            writer.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
+            let mut writer = StreamWriter::try_new(&mut out, &schema)?;
+            for columns in runs {
+                writer.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
+            }
+            writer.finish()?;
         }
-        let ipc = match stream {
-            Some((_, writer)) => writer.into_inner()?,
-            None => Vec::new(),
-        };
-        put_u32(&mut out, ipc.len())?;
-        out.extend_from_slice(&ipc);
+        let mut length = Vec::with_capacity(4);
+        put_u32(&mut length, out.len() - length_at - 4)?;
+        out[length_at..length_at + 4].copy_from_slice(&length);
         Ok(out)
     }
 
@@ -398,6 +410,26 @@ impl WindowState {
 }
 
 /// The batches of one snapshot IPC stream (none when it is empty).
+/// The schema a window snapshot's stream has for `columns` (the times, then the arguments).
+fn snapshot_schema(columns: &[ArrayRef]) -> SchemaRef {
+    let fields: Vec<Field> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Field::new(format!("a{i}"), c.data_type().clone(), true))
+        .collect();
+    std::sync::Arc::new(Schema::new(fields))
+}
+
+/// Whether `schema` is [`snapshot_schema`] of `columns`.
+fn same_types(schema: &Schema, columns: &[ArrayRef]) -> bool {
+    schema.fields().len() == columns.len()
+        && schema
+            .fields()
+            .iter()
+            .zip(columns)
+            .all(|(field, column)| field.data_type() == column.data_type())
+}
+
 fn read_runs(ipc: &[u8]) -> Result<Vec<RecordBatch>, SnapshotError> {
     if ipc.is_empty() {
         return Ok(Vec::new());

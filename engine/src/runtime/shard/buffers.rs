@@ -24,12 +24,12 @@
 //! spread over at least 1/[`SCAN_FRACTION`] of the buffers flushing.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
-use nervix_shards::branch_key::BranchKey;
+use nervix_shards::branch_key::{BranchKey, BranchMap};
 use nervix_shards::flush::{Action, Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
 use crate::runtime::frame::{append_runs, AckRun, Frame};
@@ -153,7 +153,7 @@ pub struct RouteBuffers {
     policy: FlushPolicy,
     schema: SchemaRef,
     frames: Frames,
-    buffers: HashMap<BranchKey, Buffer>,
+    buffers: BranchMap<Buffer>,
     /// Armed deadlines, earliest on top (module docs); may hold stale entries.
     due: BinaryHeap<Reverse<Due>>,
 }
@@ -164,7 +164,7 @@ impl RouteBuffers {
             policy,
             schema,
             frames,
-            buffers: HashMap::new(),
+            buffers: BranchMap::default(),
             due: BinaryHeap::new(),
         }
     }

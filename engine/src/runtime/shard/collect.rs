@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use nervix_shards::branch_key::BranchKey;
+use nervix_shards::branch_key::{BranchKey, KeyHashState};
 use nervix_shards::flush::{Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
 use super::buffers::logical_bytes;
@@ -28,7 +28,7 @@ type Gathering = (RouteFlusher, Vec<(RelayId, Frame)>);
 pub struct Collector {
     /// Per group: the relays it collects (empty: every relay) and its policy.
     groups: Vec<(Vec<RelayId>, FlushPolicy)>,
-    branches: HashMap<(usize, BranchKey), Gathering>,
+    branches: HashMap<(usize, BranchKey), Gathering, KeyHashState>,
 }
 
 impl Collector {
@@ -41,7 +41,7 @@ impl Collector {
     pub fn grouped(groups: Vec<(Vec<RelayId>, FlushPolicy)>) -> Collector {
         Collector {
             groups,
-            branches: HashMap::new(),
+            branches: HashMap::default(),
         }
     }
 

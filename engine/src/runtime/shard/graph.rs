@@ -36,7 +36,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use std::num::NonZeroUsize;
 
-use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder};
+use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder, BranchMap};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
 use nervix_shards::flush::{FlushPolicy, Now};
 use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
@@ -169,12 +169,16 @@ pub struct Graph {
     emitters: Vec<Node>,
     pub emitter_queues: Vec<EmitterQueue>,
     encoders: HashMap<usize, BranchKeyEncoder>,
+    /// The last branch key decoded (its branch declaration, key, one-row field columns): a
+    /// window record reads its key's fields twice back to back (result columns, then the
+    /// route's `branch.` scope), and arrow-row decoding is the dearer part of both.
+    last_decoded: Option<(usize, BranchKey, Vec<ArrayRef>)>,
     pub branch_tables: Vec<BranchTable<Box<[u8]>, ()>>,
     evicted: Vec<(Box<[u8]>, ())>,
     /// Frames other shards sent that wait for room in their relay.
     inbound: VecDeque<(RelayId, Frame)>,
     /// Materialized relays' last row per branch (one-row columns), by relay.
-    states: Vec<HashMap<BranchKey, Vec<ArrayRef>>>,
+    states: Vec<BranchMap<Vec<ArrayRef>>>,
     /// The state the node at work bound for its current batch (one-row columns, every
     /// dependency's after the other), and the same broadcast to the batch's rows.
     bound_state: Vec<ArrayRef>,
@@ -334,10 +338,11 @@ impl Graph {
                 .collect(),
             relays,
             encoders: HashMap::new(),
+            last_decoded: None,
             branch_tables,
             evicted: Vec::new(),
             inbound: VecDeque::new(),
-            states: plan.relays.iter().map(|_| HashMap::new()).collect(),
+            states: plan.relays.iter().map(|_| BranchMap::default()).collect(),
             bound_state: Vec::new(),
             broadcast_state: Vec::new(),
             state_arrived: false,

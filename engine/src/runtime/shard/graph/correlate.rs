@@ -24,14 +24,12 @@
 //!
 //! A DETACHED correlator acknowledges rows on arrival and pending rows carry no root.
 
-use std::collections::HashMap;
-
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use nervix_nspl::ast::processor::TimeoutAction;
 use nervix_shards::ack::AckHandle;
-use nervix_shards::branch_key::BranchKey;
+use nervix_shards::branch_key::{BranchKey, BranchMap};
 
 use super::work::{Kept, WorkState};
 use super::{mark_nacked, Graph, Instant, NodeRef};
@@ -41,7 +39,7 @@ use crate::runtime::plan::{CorrelatePlan, NodeWork, Side};
 use crate::runtime::shard::mesh::Ctx;
 
 /// Per branch, a correlator's pending rows.
-pub(super) type Correlations = HashMap<BranchKey, BranchState>;
+pub(super) type Correlations = BranchMap<BranchState>;
 
 /// The root of each of `rows` (ascending frame rows) under `runs`.
 fn roots_of(runs: &[AckRun], rows: &[u32]) -> Vec<Option<AckHandle>> {

@@ -115,11 +115,12 @@ impl Graph {
                     }
                 }
                 (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
+                    let mut schema = None;
                     for (key, state) in windows.iter_mut() {
                         if !(all || state.is_dirty()) {
                             continue;
                         }
-                        match state.snapshot(window, &mut acks) {
+                        match state.snapshot(window, &mut schema, &mut acks) {
                             Ok(bytes) => entries.push((entry_key(&prefix, key), bytes)),
                             Err(error) => tracing::error!(
                                 processor = %processor.name,

@@ -11,13 +11,13 @@
 //! keeps them in the snapshot it writes, and a restart restores them. Processor state lives
 //! only on the shard that owns the branch; nothing is shared.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow_row::RowConverter;
 use arrow_select::filter::FilterBuilder;
-use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, BranchMap};
 
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::envelope::Envelope;
@@ -220,16 +220,16 @@ fn nack_failed(runs: &[crate::runtime::frame::AckRun], nacked: &[bool], cx: &mut
 pub(super) enum WorkState {
     Pass,
     Dedup {
-        spaces: HashMap<BranchKey, Keyspace>,
+        spaces: BranchMap<Keyspace>,
         /// Built on the first batch (key types are the programs' result types).
         converter: Option<RowConverter>,
         hashes: Vec<u128>,
     },
     Reorder {
-        buffers: HashMap<BranchKey, OrderBuffer>,
+        buffers: BranchMap<OrderBuffer>,
     },
     Window {
-        windows: HashMap<BranchKey, WindowState>,
+        windows: BranchMap<WindowState>,
         /// The processor's input watermark on this shard: the latest row time admitted into
         /// any of its branches. Every branch's window is due once it passes the window's end
         /// (spec: "when an input watermark … reaches that logical target"), so a branch that
@@ -258,20 +258,20 @@ impl WorkState {
         match work {
             NodeWork::Pass => WorkState::Pass,
             NodeWork::Dedup { .. } => WorkState::Dedup {
-                spaces: HashMap::new(),
+                spaces: BranchMap::default(),
                 converter: None,
                 hashes: Vec::new(),
             },
             NodeWork::Reorder { .. } => WorkState::Reorder {
-                buffers: HashMap::new(),
+                buffers: BranchMap::default(),
             },
             NodeWork::Window(_) => WorkState::Window {
-                windows: HashMap::new(),
+                windows: BranchMap::default(),
                 watermark_ns: None,
                 due: BTreeSet::new(),
             },
             NodeWork::Correlate(_) => WorkState::Correlate {
-                branches: HashMap::new(),
+                branches: BranchMap::default(),
                 watermarks_ns: [None, None],
                 due: BTreeSet::new(),
             },
@@ -831,6 +831,9 @@ impl Graph {
                 self.plan.branches[scope.branch].name
             ));
         }
+        if rows == 1 {
+            return Ok(values);
+        }
         let first = arrow_array::UInt32Array::from(vec![0u32; rows]);
         values
             .iter()
@@ -852,6 +855,11 @@ impl Graph {
         if fields.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some((decoded_branch, decoded_key, values)) = &self.last_decoded {
+            if *decoded_branch == branch && decoded_key == key {
+                return Ok(fields.iter().map(|field| values[*field].clone()).collect());
+            }
+        }
         let encoder = match self.encoders.entry(branch) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(
@@ -860,7 +868,9 @@ impl Graph {
             ),
         };
         let values = encoder.decode(bytes).map_err(|error| error.to_string())?;
-        Ok(fields.iter().map(|field| values[*field].clone()).collect())
+        let picked = fields.iter().map(|field| values[*field].clone()).collect();
+        self.last_decoded = Some((branch, key.clone(), values));
+        Ok(picked)
     }
 
     /// The earliest instant held rows become due, domain ns.
