@@ -1,6 +1,8 @@
-//! CPU shares for `kafka-filter-map`: user + system time of the broker process (all its
-//! threads) and of this process's threads, split by thread name, read from `/proc` before and
-//! after the timed window.
+//! CPU time of this process's threads by part (the node's shards, its librdkafka clients, the
+//! bench's watcher, the rest) and of other processes (the Kafka broker), read from `/proc`
+//! before and after a timed window: `kafka-filter-map` reports the shares, the Nexmark
+//! scenarios the shard's CPU seconds (steadier than wall time on a machine whose other
+//! tenants take turns on the cores).
 //!
 //! Why it is correct: `/proc/<pid>/stat` fields 14 and 15 (`utime`, `stime`) count the whole
 //! process including threads that already exited; `/proc/self/task/<tid>/stat` counts one

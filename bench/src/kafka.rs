@@ -30,7 +30,6 @@
 //! records in one of 16, its first 7,250 deleted), which then looked like lost output.
 
 pub mod broker;
-pub mod cpu;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
@@ -44,10 +43,10 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::{ClientConfig, ClientContext};
 use serde_json::{json, Map, Value};
 
+use crate::cpu::{self, Part, Threads};
 use crate::gen::{XorShift, SEED};
 use crate::report::{peak_rss_bytes, RunResult};
 use broker::{Broker, BrokerHost};
-use cpu::{Part, Threads};
 
 pub const SCENARIO: (&str, &str) = (
     "kafka-filter-map",

@@ -17,6 +17,7 @@
 //! `nexmark-q0|q1|q2`.
 
 pub mod compare;
+pub mod cpu;
 pub mod gen;
 pub mod http;
 pub mod kafka;

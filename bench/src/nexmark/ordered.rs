@@ -35,6 +35,7 @@ use super::run::{
     collect, real_rows, streams, submit_all, Deployed, Stream, Submitted, Target, MAX_BATCH_ROWS,
     TAIL_WAIT,
 };
+use crate::cpu::{Part, Threads};
 use crate::report::{peak_rss_bytes, RunResult};
 
 /// The stateful Nexmark scenarios, as `nervix-bench list` prints them.
@@ -80,6 +81,9 @@ struct Measured {
     submit: Duration,
     /// First submit → last output row (or → last outcome when no row came).
     elapsed: Duration,
+    /// CPU seconds of the node's shard threads from the first submit until the consumer
+    /// stopped (200 ms after the last expected row).
+    shard_cpu_s: f64,
 }
 
 /// What [`bench`] reports: the result, the extra JSON fields, and how the rows out differ from
@@ -183,6 +187,13 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         "events_per_sec_per_shard".into(),
         json!(result.rows_per_sec.floor()),
     );
+    extra.insert("shard_cpu_s".into(), json!(floor3(measured.shard_cpu_s)));
+    if measured.shard_cpu_s > 0.0 {
+        extra.insert(
+            "events_per_shard_cpu_s".into(),
+            json!((events_in as f64 / measured.shard_cpu_s).floor()),
+        );
+    }
     extra.insert(
         "generated_events_per_sec".into(),
         json!(per_s(settings.events as u64).floor()),
@@ -233,6 +244,7 @@ async fn measure(
     let mut consumer = deployed.consumer(&settings.query).await?;
     let mut producers = deployed.producers(streams, settings.window).await?;
     let target: Target = Cell::new(None);
+    let threads_before = Threads::sample();
     let start = Instant::now();
     let submit = async {
         let outcome = submit_all(&mut producers, streams, settings.window).await;
@@ -259,6 +271,11 @@ async fn measure(
         }
     });
     let ((submitted, submit), received) = tokio::join!(submit, collected);
+    let shard_cpu_s = threads_before
+        .delta(&Threads::sample(), &Default::default())
+        .get(&Part::Shard)
+        .copied()
+        .unwrap_or(0.0);
     for producer in producers {
         producer.close().await;
     }
@@ -275,5 +292,6 @@ async fn measure(
         deliveries,
         submit,
         elapsed: last_row.unwrap_or(submit),
+        shard_cpu_s,
     })
 }
