@@ -209,6 +209,45 @@ fn a_restart_mid_window_gives_the_uninterrupted_record() {
     assert_eq!(window_records(true), uninterrupted);
 }
 
+/// More changed windows than one snapshot pass encodes (`MAX_ENTRIES_PER_PASS`, 1,024): the
+/// pass continues over the following ticks, the batch completes once every window is durable,
+/// and after a kill -9 each window gives its record.
+#[test]
+fn windows_of_more_branches_than_one_snapshot_pass_survive_a_crash() {
+    const TENANTS: i64 = 2_500;
+    let dir = support::scratch_dir("window-many-branches-crash");
+    let mut node = Node::start(&dir);
+    define(&mut node.admin(), WINDOW_GRAPH);
+    let names: Vec<String> = (0..TENANTS).map(|i| format!("t{i:04}")).collect();
+    let input_rows: Vec<(&str, i64)> = names
+        .iter()
+        .zip(0..TENANTS)
+        .map(|(name, value)| (name.as_str(), value))
+        .collect();
+    let rt = runtime();
+    rt.block_on(async {
+        let (_session, mut input, _out) = attach(&node).await;
+        submit_completed(&mut input, &readings(&input_rows)).await;
+    });
+    node.kill();
+    node.restart();
+    let records = rt.block_on(async {
+        let (_session, _input, mut out) = attach(&node).await;
+        let records = receive(&mut out, TENANTS as usize, 30).await;
+        assert!(quiet_for(&mut out, 300).await, "only one record per branch");
+        records
+    });
+    let expected = sorted(
+        input_rows
+            .iter()
+            .map(|(tenant, value)| {
+                serde_json::json!({"tenant": tenant, "n": 1, "total": value, "low": value})
+            })
+            .collect(),
+    );
+    assert_eq!(records, expected);
+}
+
 #[test]
 fn a_deduplicator_remembers_its_keys_across_a_restart() {
     let dir = support::scratch_dir("dedup-restart");

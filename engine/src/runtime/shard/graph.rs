@@ -207,6 +207,9 @@ pub struct Graph {
     buffers_opened: u64,
     /// A deduplication keyspace or a window changed since the last snapshot.
     work_changed: bool,
+    /// The states the current snapshot round still has to write (processor, branch); see
+    /// `snapshot::snapshot_work`.
+    snapshot_round: VecDeque<(usize, BranchKey)>,
     /// Set while a leaving branch flushes (see `touch_branch`).
     evicting: bool,
 }
@@ -360,6 +363,7 @@ impl Graph {
             forgotten: Vec::new(),
             buffers_opened: 0,
             work_changed: false,
+            snapshot_round: VecDeque::new(),
             evicting: false,
             plan,
         }

@@ -2,7 +2,8 @@
 //! "Runtime state"): deduplication keyspaces, windows, reorder buffers and correlators'
 //! pending rows.
 //!
-//! A snapshot encodes every changed branch state under `proc/<domain>/<processor>/<branch key>`
+//! A snapshot round encodes every branch state changed when it began (in passes of a bounded
+//! number of states, see `shard::snapshots`) under `proc/<domain>/<processor>/<branch key>`
 //! and takes the acknowledgement runs of the rows it holds (window rows, held reorder rows,
 //! pending correlator rows); the shard acknowledges them only once the store says the snapshot
 //! is durable. So such a row is acknowledged exactly when a restart would find it (or, if it
@@ -19,6 +20,7 @@
 //! through the same stop-then-deploy path, so processor state carries over it; only reorder
 //! buffers are force-released by its pause first (spec "Altering Reorderers").
 
+use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey};
 
 use super::work::WorkState;
@@ -28,7 +30,7 @@ use crate::runtime::exec::dedup::Keyspace;
 use crate::runtime::exec::reorder_snapshot::{restore_buffer, snapshot_buffer};
 use crate::runtime::exec::window::WindowState;
 use crate::runtime::frame::AckRun;
-use crate::runtime::plan::NodeWork;
+use crate::runtime::plan::{DomainPlan, NodeWork};
 use crate::runtime::state_store::{processor_key, ProcessorEntry, RuntimeState};
 
 /// Stored branch keys start with this byte for a keyed branch; an unbranched state is stored
@@ -44,96 +46,148 @@ fn entry_key(prefix: &str, branch: &BranchKey) -> Vec<u8> {
     key
 }
 
+/// What one [`Graph::snapshot_work`] pass encoded.
+pub struct SnapshotPass {
+    pub entries: Vec<ProcessorEntry>,
+    /// The acknowledgement runs the entries cover (acknowledged once they are durable).
+    pub acks: Vec<AckRun>,
+    /// The round has states left for the next pass.
+    pub unfinished: bool,
+}
+
 impl Graph {
     /// Whether processor state changed since the last snapshot.
     pub fn work_changed(&self) -> bool {
         self.work_changed || !self.forgotten.is_empty()
     }
 
-    /// Encodes every changed processor branch state (all of them when `all`), with the
-    /// acknowledgement runs the snapshot covers.
-    pub fn snapshot_work(&mut self, all: bool) -> (Vec<ProcessorEntry>, Vec<AckRun>) {
-        self.work_changed = false;
+    /// Encodes changed processor branch states, with the acknowledgement runs the snapshot
+    /// covers: every state when `all` (a rewrite, or a stop), else the next `budget` entries
+    /// of the current round (a branch whose state left meanwhile, or fails to encode and stays
+    /// changed for the next round, still counts). A round is the states changed when it began, in a list; a pass
+    /// takes from its front, so each changed state is written within the round however
+    /// often its neighbours change meanwhile, and states that change during a round wait
+    /// for the next one. `unfinished` says the round has states left.
+    pub fn snapshot_work(&mut self, all: bool, budget: usize) -> SnapshotPass {
         let plan = self.plan.clone();
-        let mut entries = Vec::new();
-        let mut acks = Vec::new();
+        let mut pass = SnapshotPass {
+            entries: Vec::new(),
+            acks: Vec::new(),
+            unfinished: false,
+        };
+        let prefixes: Vec<String> = plan
+            .processors
+            .iter()
+            .map(|processor| processor_key(&plan.name, &processor.name))
+            .collect();
         for (index, gone) in std::mem::take(&mut self.forgotten) {
-            let prefix = processor_key(&plan.name, &plan.processors[index].name);
-            entries.push((entry_key(&prefix, &gone), Vec::new()));
+            pass.entries
+                .push((entry_key(&prefixes[index], &gone), Vec::new()));
         }
-        for (index, processor) in plan.processors.iter().enumerate() {
-            let prefix = processor_key(&plan.name, &processor.name);
-            match (&processor.work, &mut self.work[index]) {
-                (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
-                    for (key, space) in spaces.iter_mut() {
-                        if all || space.is_dirty() {
-                            entries.push((entry_key(&prefix, key), space.snapshot(*key_model)));
-                        }
-                    }
+        let mut schema = None;
+        if all {
+            self.snapshot_round.clear();
+            for (index, prefix) in prefixes.iter().enumerate() {
+                for key in self.work[index].keys(false) {
+                    let entry = entry_key(prefix, &key);
+                    self.snapshot_state(&plan, index, &key, entry, &mut schema, &mut pass);
                 }
-                (NodeWork::Reorder { model, .. }, WorkState::Reorder { buffers }) => {
-                    for (key, buffer) in buffers.iter_mut() {
-                        if !(all || buffer.is_dirty()) {
-                            continue;
-                        }
-                        match snapshot_buffer(buffer, *model) {
-                            Ok((bytes, covered)) => {
-                                entries.push((entry_key(&prefix, key), bytes));
-                                acks.extend(covered);
-                            }
-                            Err(error) => tracing::error!(
-                                processor = %processor.name,
-                                %error,
-                                "cannot snapshot a reorder buffer; its rows stay unacknowledged"
-                            ),
-                        }
-                    }
-                }
-                (
-                    NodeWork::Correlate(correlate),
-                    WorkState::Correlate {
-                        branches,
-                        watermarks_ns,
-                        ..
-                    },
-                ) => {
-                    for (key, state) in branches.iter_mut() {
-                        if !(all || state.is_dirty()) {
-                            continue;
-                        }
-                        match snapshot_branch(state, correlate.model, *watermarks_ns) {
-                            Ok((bytes, covered)) => {
-                                entries.push((entry_key(&prefix, key), bytes));
-                                acks.extend(covered);
-                            }
-                            Err(error) => tracing::error!(
-                                processor = %processor.name,
-                                %error,
-                                "cannot snapshot pending correlator rows; they stay unacknowledged"
-                            ),
-                        }
-                    }
-                }
-                (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
-                    let mut schema = None;
-                    for (key, state) in windows.iter_mut() {
-                        if !(all || state.is_dirty()) {
-                            continue;
-                        }
-                        match state.snapshot(window, &mut schema, &mut acks) {
-                            Ok(bytes) => entries.push((entry_key(&prefix, key), bytes)),
-                            Err(error) => tracing::error!(
-                                processor = %processor.name,
-                                %error,
-                                "cannot snapshot a window; its rows stay unacknowledged until a snapshot holds them or the window emits them"
-                            ),
-                        }
-                    }
-                }
-                _ => {}
             }
+        } else {
+            if self.snapshot_round.is_empty() {
+                for index in 0..plan.processors.len() {
+                    let keys = self.work[index].keys(true);
+                    self.snapshot_round
+                        .extend(keys.into_iter().map(|key| (index, key)));
+                }
+            }
+            for _ in 0..budget {
+                let Some((index, key)) = self.snapshot_round.pop_front() else {
+                    break;
+                };
+                let entry = entry_key(&prefixes[index], &key);
+                self.snapshot_state(&plan, index, &key, entry, &mut schema, &mut pass);
+            }
+            pass.unfinished = !self.snapshot_round.is_empty();
         }
-        (entries, acks)
+        // States changed during the round are still dirty: the next interval's round takes
+        // them.
+        self.work_changed = pass.unfinished || self.work.iter().any(WorkState::has_dirty);
+        pass
+    }
+
+    /// Encodes processor `index`'s state of branch `key` into `pass` under `entry`, when it
+    /// is still there.
+    fn snapshot_state(
+        &mut self,
+        plan: &DomainPlan,
+        index: usize,
+        key: &BranchKey,
+        entry: Vec<u8>,
+        schema: &mut Option<SchemaRef>,
+        pass: &mut SnapshotPass,
+    ) {
+        let processor = &plan.processors[index];
+        let encoded = match (&processor.work, &mut self.work[index]) {
+            (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
+                let Some(space) = spaces.get_mut(key) else {
+                    return;
+                };
+                Ok(space.snapshot(*key_model))
+            }
+            (NodeWork::Reorder { model, .. }, WorkState::Reorder { buffers }) => {
+                let Some(buffer) = buffers.get_mut(key) else {
+                    return;
+                };
+                snapshot_buffer(buffer, *model)
+                    .map(|(bytes, covered)| {
+                        pass.acks.extend(covered);
+                        bytes
+                    })
+                    .map_err(|error| {
+                        (
+                            error.to_string(),
+                            "cannot snapshot a reorder buffer; its rows stay unacknowledged",
+                        )
+                    })
+            }
+            (
+                NodeWork::Correlate(correlate),
+                WorkState::Correlate {
+                    branches,
+                    watermarks_ns,
+                    ..
+                },
+            ) => {
+                let Some(state) = branches.get_mut(key) else {
+                    return;
+                };
+                snapshot_branch(state, correlate.model, *watermarks_ns)
+                    .map(|(bytes, covered)| {
+                        pass.acks.extend(covered);
+                        bytes
+                    })
+                    .map_err(|error| {
+                        (
+                            error.to_string(),
+                            "cannot snapshot pending correlator rows; they stay unacknowledged",
+                        )
+                    })
+            }
+            (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
+                let Some(state) = windows.get_mut(key) else {
+                    return;
+                };
+                state
+                    .snapshot(window, schema, &mut pass.acks)
+                    .map_err(|error| (error.to_string(), "cannot snapshot a window; its rows stay unacknowledged until a snapshot holds them or the window emits them"))
+            }
+            _ => return,
+        };
+        match encoded {
+            Ok(bytes) => pass.entries.push((entry, bytes)),
+            Err((error, what)) => tracing::error!(processor = %processor.name, %error, "{what}"),
+        }
     }
 
     /// Installs the stored states of the branches this shard owns.

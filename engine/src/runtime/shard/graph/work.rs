@@ -32,6 +32,10 @@ use crate::runtime::shard::mesh::Ctx;
 /// Windows one branch may emit in one pass (a watermark far ahead steps through at most this
 /// many; the rest follow on the next tick).
 pub const MAX_RECORDS_PER_PASS: usize = 1_024;
+/// Branches whose due windows one pass emits (a watermark that makes thousands of windows due
+/// at once, as every Nexmark q5 window boundary does, would otherwise hold the shard for the
+/// whole burst; the rest follow on the next ticks, which come at once).
+pub const MAX_WINDOW_BRANCHES_PER_PASS: usize = 256;
 
 /// The rows of a frame still in play after the filters.
 pub(super) struct Kept {
@@ -278,6 +282,50 @@ impl WorkState {
             NodeWork::Generate { .. } => WorkState::Generate(Default::default()),
         }
     }
+
+    /// The branches holding snapshotted state: those changed since their last snapshot when
+    /// `changed_only`, else all.
+    pub fn keys(&self, changed_only: bool) -> Vec<BranchKey> {
+        fn pick<'a, S>(
+            states: impl Iterator<Item = (&'a BranchKey, &'a S)>,
+            changed: impl Fn(&S) -> bool,
+            changed_only: bool,
+        ) -> Vec<BranchKey>
+        where
+            S: 'a,
+        {
+            states
+                .filter(|(_, state)| !changed_only || changed(state))
+                .map(|(key, _)| key.clone())
+                .collect()
+        }
+        match self {
+            WorkState::Dedup { spaces, .. } => {
+                pick(spaces.iter(), Keyspace::is_dirty, changed_only)
+            }
+            WorkState::Reorder { buffers } => {
+                pick(buffers.iter(), OrderBuffer::is_dirty, changed_only)
+            }
+            WorkState::Window { windows, .. } => {
+                pick(windows.iter(), WindowState::is_dirty, changed_only)
+            }
+            WorkState::Correlate { branches, .. } => {
+                pick(branches.iter(), |state| state.is_dirty(), changed_only)
+            }
+            WorkState::Pass | WorkState::Generate(_) => Vec::new(),
+        }
+    }
+
+    /// Whether any branch's snapshotted state changed since its last snapshot.
+    pub fn has_dirty(&self) -> bool {
+        match self {
+            WorkState::Dedup { spaces, .. } => spaces.values().any(Keyspace::is_dirty),
+            WorkState::Reorder { buffers } => buffers.values().any(OrderBuffer::is_dirty),
+            WorkState::Window { windows, .. } => windows.values().any(WindowState::is_dirty),
+            WorkState::Correlate { branches, .. } => branches.values().any(|s| s.is_dirty()),
+            WorkState::Pass | WorkState::Generate(_) => false,
+        }
+    }
 }
 
 impl Graph {
@@ -466,6 +514,20 @@ impl Graph {
             .map(|call| values.by_ref().take(call.args.len()).collect())
             .collect();
         let WorkState::Window {
+            watermark_ns,
+            due: due_index,
+            ..
+        } = &self.work[index]
+        else {
+            return;
+        };
+        // A window a capped pass left due closes before its branch takes more rows, so its
+        // record holds exactly the rows it held when it became due.
+        let reached_ns = watermark_ns.map_or(at.snapshot_ns, |w| w.max(at.snapshot_ns));
+        if due_index.first().is_some_and(|(due, _)| *due <= reached_ns) {
+            self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
+        }
+        let WorkState::Window {
             windows,
             watermark_ns,
             due: due_index,
@@ -572,7 +634,7 @@ impl Graph {
             None => {
                 let mut keys = Vec::new();
                 while let Some(first) = due.first() {
-                    if first.0 > reached_ns {
+                    if first.0 > reached_ns || keys.len() >= MAX_WINDOW_BRANCHES_PER_PASS {
                         break;
                     }
                     let (at_ns, key) = due.pop_first().expect("first exists");
@@ -889,10 +951,21 @@ impl Graph {
                             .min()
                     }
                     // The index's first entry: a stale one is never later than the true
-                    // earliest, and waking for it only drops it.
-                    (NodeWork::Window(_), WorkState::Window { due, .. }) => {
-                        due.first().map(|(at_ns, _)| *at_ns)
-                    }
+                    // earliest, and waking for it only drops it. One the input watermark
+                    // already passed (a capped pass left it) is due at once, whatever the
+                    // domain clock reads.
+                    (
+                        NodeWork::Window(_),
+                        WorkState::Window {
+                            due, watermark_ns, ..
+                        },
+                    ) => due.first().map(|(at_ns, _)| {
+                        if watermark_ns.is_some_and(|w| *at_ns <= w) {
+                            i64::MIN
+                        } else {
+                            *at_ns
+                        }
+                    }),
                     (NodeWork::Correlate(_), WorkState::Correlate { due, .. }) => {
                         due.first().map(|(at_ns, _)| *at_ns)
                     }
