@@ -113,16 +113,7 @@ fn round3(x: f64) -> f64 {
 
 /// Peak resident set size of this process (`VmHWM`), in bytes; 0 where unknown.
 pub fn peak_rss_bytes() -> u64 {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-        .unwrap_or(0)
+    crate::cpu::process_peak_rss_bytes(std::process::id())
 }
 
 /// CPU model, cores, kernel, and the git commit of the working directory when there is one.

@@ -128,28 +128,24 @@ impl Graph {
         pass: &mut SnapshotPass,
     ) {
         let processor = &plan.processors[index];
+        // The state's bytes and the acknowledgement runs they cover, or what failed.
         let encoded = match (&processor.work, &mut self.work[index]) {
             (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
                 let Some(space) = spaces.get_mut(key) else {
                     return;
                 };
-                Ok(space.snapshot(*key_model))
+                Ok((space.snapshot(*key_model), Vec::new()))
             }
             (NodeWork::Reorder { model, .. }, WorkState::Reorder { buffers }) => {
                 let Some(buffer) = buffers.get_mut(key) else {
                     return;
                 };
-                snapshot_buffer(buffer, *model)
-                    .map(|(bytes, covered)| {
-                        pass.acks.extend(covered);
-                        bytes
-                    })
-                    .map_err(|error| {
-                        (
-                            error.to_string(),
-                            "cannot snapshot a reorder buffer; its rows stay unacknowledged",
-                        )
-                    })
+                snapshot_buffer(buffer, *model).map_err(|error| {
+                    (
+                        error.to_string(),
+                        "cannot snapshot a reorder buffer; its rows stay unacknowledged",
+                    )
+                })
             }
             (
                 NodeWork::Correlate(correlate),
@@ -162,30 +158,30 @@ impl Graph {
                 let Some(state) = branches.get_mut(key) else {
                     return;
                 };
-                snapshot_branch(state, correlate.model, *watermarks_ns)
-                    .map(|(bytes, covered)| {
-                        pass.acks.extend(covered);
-                        bytes
-                    })
-                    .map_err(|error| {
-                        (
-                            error.to_string(),
-                            "cannot snapshot pending correlator rows; they stay unacknowledged",
-                        )
-                    })
+                snapshot_branch(state, correlate.model, *watermarks_ns).map_err(|error| {
+                    (
+                        error.to_string(),
+                        "cannot snapshot pending correlator rows; they stay unacknowledged",
+                    )
+                })
             }
             (NodeWork::Window(window), WorkState::Window { windows, .. }) => {
                 let Some(state) = windows.get_mut(key) else {
                     return;
                 };
+                let mut covered = Vec::new();
                 state
-                    .snapshot(window, schema, &mut pass.acks)
+                    .snapshot(window, schema, &mut covered)
+                    .map(|bytes| (bytes, covered))
                     .map_err(|error| (error.to_string(), "cannot snapshot a window; its rows stay unacknowledged until a snapshot holds them or the window emits them"))
             }
             _ => return,
         };
         match encoded {
-            Ok(bytes) => pass.entries.push((entry, bytes)),
+            Ok((bytes, covered)) => {
+                pass.acks.extend(covered);
+                pass.entries.push((entry, bytes));
+            }
             Err((error, what)) => tracing::error!(processor = %processor.name, %error, "{what}"),
         }
     }
