@@ -409,7 +409,6 @@ impl WindowState {
     }
 }
 
-/// The batches of one snapshot IPC stream (none when it is empty).
 /// The schema a window snapshot's stream has for `columns` (the times, then the arguments).
 fn snapshot_schema(columns: &[ArrayRef]) -> SchemaRef {
     let fields: Vec<Field> = columns
@@ -430,6 +429,7 @@ fn same_types(schema: &Schema, columns: &[ArrayRef]) -> bool {
             .all(|(field, column)| field.data_type() == column.data_type())
 }
 
+/// The batches of one snapshot IPC stream (none when it is empty).
 fn read_runs(ipc: &[u8]) -> Result<Vec<RecordBatch>, SnapshotError> {
     if ipc.is_empty() {
         return Ok(Vec::new());
