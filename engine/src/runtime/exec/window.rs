@@ -24,9 +24,11 @@
 
 use std::collections::VecDeque;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_array::{downcast_primitive_array, make_array, Array, ArrayRef, Int64Array, RecordBatch};
+use arrow_buffer::Buffer;
+use arrow_data::ArrayData;
 use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::state_codec::put_u32;
 use crate::runtime::aggregate::{Accumulator, AggregateError};
@@ -66,9 +68,27 @@ pub struct WindowState {
     dirty: bool,
 }
 
-/// The snapshot format version (first byte of an encoded window): the run lengths, then one
-/// Arrow IPC stream holding each run as a batch.
-const SNAPSHOT_VERSION: u8 = 3;
+/// The snapshot format version (first byte of an encoded window): the run lengths, then the
+/// runs' rows, either as their plain values or as one Arrow IPC stream holding each run as a
+/// batch (see [`RowsEncoding`]).
+const SNAPSHOT_VERSION: u8 = 4;
+/// The previous version, read back: the run lengths, then one IPC stream (no encoding byte).
+const SNAPSHOT_VERSION_IPC_ONLY: u8 = 3;
+
+/// How a version-4 snapshot holds its retained rows (the byte after the run lengths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum RowsEncoding {
+    /// One Arrow IPC stream, one batch per run: any column type, nulls included.
+    Ipc = 0,
+    /// Per run, per column (the times, then each call's arguments), the rows' little-endian
+    /// values back to back. Used when every column is a fixed-width primitive of the type the
+    /// window model expects and holds no null: the types come from the model, so nothing but
+    /// the values is written. A window of a few small runs (thousands of branches of a few
+    /// rows, as Nexmark q5 keeps) otherwise pays the IPC writer's schema and message framing
+    /// on every snapshot — most of its snapshot cost.
+    Values = 1,
+}
 
 /// Runs preallocated when reading a snapshot's run lengths (more still read; a corrupt count
 /// cannot reserve unbounded memory up front).
@@ -84,7 +104,7 @@ pub enum SnapshotError {
     #[error("the snapshot is truncated or not a window snapshot")]
     Malformed,
     #[error(
-        "the snapshot has format version {found}; this build reads version {SNAPSHOT_VERSION}"
+        "the snapshot has format version {found}; this build reads versions {SNAPSHOT_VERSION_IPC_ONLY} and {SNAPSHOT_VERSION}"
     )]
     Version { found: u8 },
     #[error("the snapshot's retained rows cannot be decoded: {0}")]
@@ -305,11 +325,32 @@ impl WindowState {
         for run in &self.runs {
             out.extend_from_slice(&(run.rows as u32).to_le_bytes());
         }
-        // One IPC stream, one batch per run: the schema is written once per window, not once
-        // per run (a window retaining many admitted batches carries many runs). The stream
-        // goes straight into `out` behind its length, patched in once written.
-        let length_at = out.len();
-        out.extend_from_slice(&[0; 4]);
+        let length_at = out.len() + 1;
+        if self.runs.iter().all(|run| writes_plain(plan, run)) {
+            out.push(RowsEncoding::Values as u8);
+            out.extend_from_slice(&[0; 4]);
+            for column in self.runs.iter().flat_map(run_columns) {
+                out.extend_from_slice(plain_values(column).unwrap_or_default());
+            }
+        } else {
+            out.push(RowsEncoding::Ipc as u8);
+            out.extend_from_slice(&[0; 4]);
+            self.write_ipc(&mut out, schema)?;
+        }
+        // The rows' length, patched in once they are written.
+        let mut length = Vec::with_capacity(4);
+        put_u32(&mut length, out.len() - length_at - 4)?;
+        out[length_at..length_at + 4].copy_from_slice(&length);
+        Ok(out)
+    }
+
+    /// Appends the runs as one IPC stream, one batch per run: the schema is written once per
+    /// window, not once per run (a window retaining many admitted batches carries many runs).
+    fn write_ipc(
+        &self,
+        out: &mut Vec<u8>,
+        schema: &mut Option<SchemaRef>,
+    ) -> Result<(), SnapshotError> {
         let runs: Vec<Vec<ArrayRef>> = self
             .runs
             .iter()
@@ -320,21 +361,19 @@ impl WindowState {
                     .collect()
             })
             .collect();
-        if let Some(first) = runs.first() {
-            let schema = match schema {
-                Some(schema) if same_types(schema, first) => schema.clone(),
-                _ => schema.insert(snapshot_schema(first)).clone(),
-            };
-            let mut writer = StreamWriter::try_new(&mut out, &schema)?;
-            for columns in runs {
-                writer.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
-            }
-            writer.finish()?;
+        let Some(first) = runs.first() else {
+            return Ok(());
+        };
+        let schema = match schema {
+            Some(schema) if same_types(schema, first) => schema.clone(),
+            _ => schema.insert(snapshot_schema(first)).clone(),
+        };
+        let mut writer = StreamWriter::try_new(out, &schema)?;
+        for columns in runs {
+            writer.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
         }
-        let mut length = Vec::with_capacity(4);
-        put_u32(&mut length, out.len() - length_at - 4)?;
-        out[length_at..length_at + 4].copy_from_slice(&length);
-        Ok(out)
+        writer.finish()?;
+        Ok(())
     }
 
     /// A window restored from `bytes` (a [`WindowState::snapshot`] under the same `plan`);
@@ -348,7 +387,7 @@ impl WindowState {
         };
         let word = |b: &[u8]| -> [u8; 8] { b.try_into().unwrap_or([0; 8]) };
         let version = take(1)?[0];
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_IPC_ONLY {
             return Err(SnapshotError::Version { found: version });
         }
         if u64::from_le_bytes(word(take(8)?)) != plan.model {
@@ -364,13 +403,44 @@ impl WindowState {
         for _ in 0..count {
             rows.push(u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize);
         }
+        let encoding = if version == SNAPSHOT_VERSION_IPC_ONLY {
+            RowsEncoding::Ipc as u8
+        } else {
+            take(1)?[0]
+        };
         let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
-        let batches = read_runs(take(len)?)?;
-        if batches.len() != rows.len() {
+        let body = take(len)?;
+        if encoding == RowsEncoding::Values as u8 {
+            let mut values = body;
+            for rows in rows {
+                let mut columns = Vec::with_capacity(1 + plan.calls.len());
+                for ty in column_types(plan) {
+                    let width = ty.primitive_width().ok_or(SnapshotError::Malformed)?;
+                    let bytes = rows.checked_mul(width).ok_or(SnapshotError::Malformed)?;
+                    let (column, rest) = values
+                        .split_at_checked(bytes)
+                        .ok_or(SnapshotError::Malformed)?;
+                    columns.push(plain_array(ty, column, rows)?);
+                    values = rest;
+                }
+                state.admit_restored_columns(plan, columns, rows)?;
+            }
+            if !values.is_empty() {
+                return Err(SnapshotError::Malformed);
+            }
+        } else if encoding == RowsEncoding::Ipc as u8 {
+            let batches = read_runs(body)?;
+            if batches.len() != rows.len() {
+                return Err(SnapshotError::Malformed);
+            }
+            for (batch, rows) in batches.into_iter().zip(rows) {
+                if batch.num_rows() != rows {
+                    return Err(SnapshotError::Malformed);
+                }
+                state.admit_restored_columns(plan, batch.columns().to_vec(), rows)?;
+            }
+        } else {
             return Err(SnapshotError::Malformed);
-        }
-        for (batch, rows) in batches.into_iter().zip(rows) {
-            state.admit_restored(plan, batch, rows)?;
         }
         state.start_ns = if state.runs.is_empty() {
             None
@@ -381,17 +451,18 @@ impl WindowState {
         Ok(state)
     }
 
-    /// Admits one restored run: its first column the row times, then each call's arguments.
-    fn admit_restored(
+    /// Admits one restored run of `rows` rows: its first column the row times, then each
+    /// call's arguments.
+    fn admit_restored_columns(
         &mut self,
         plan: &WindowPlan,
-        batch: RecordBatch,
+        columns: Vec<ArrayRef>,
         rows: usize,
     ) -> Result<(), SnapshotError> {
-        if batch.num_rows() != rows {
+        if columns.iter().any(|column| column.len() != rows) {
             return Err(SnapshotError::Malformed);
         }
-        let mut columns = batch.columns().iter().cloned();
+        let mut columns = columns.into_iter();
         let times = columns
             .next()
             .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
@@ -407,6 +478,47 @@ impl WindowState {
         self.admit(times, args, rows, Vec::new())?;
         Ok(())
     }
+}
+
+/// The types of a snapshot's columns under `plan`: the row times, then each call's arguments.
+fn column_types(plan: &WindowPlan) -> impl Iterator<Item = &DataType> {
+    std::iter::once(&DataType::Int64)
+        .chain(plan.calls.iter().flat_map(|call| call.call.arg_types()))
+}
+
+/// A run's columns in snapshot order: the row times, then each call's arguments.
+fn run_columns(run: &Retained) -> impl Iterator<Item = &dyn Array> {
+    let times: &dyn Array = &run.times;
+    std::iter::once(times).chain(run.args.iter().flatten().map(|a| a.as_ref()))
+}
+
+/// Whether `run` can be written as plain values ([`RowsEncoding::Values`]): every column a
+/// fixed-width primitive of the model's type, without nulls.
+fn writes_plain(plan: &WindowPlan, run: &Retained) -> bool {
+    let mut types = column_types(plan);
+    run_columns(run).all(|column| {
+        types.next().is_some_and(|ty| {
+            column.data_type() == ty && column.null_count() == 0 && plain_values(column).is_some()
+        })
+    }) && types.next().is_none()
+}
+
+/// The values of a primitive array without nulls, exactly its rows (a slice's own range).
+fn plain_values(array: &dyn Array) -> Option<&[u8]> {
+    downcast_primitive_array!(
+        array => Some(array.values().inner().as_slice()),
+        _ => None
+    )
+}
+
+/// A `rows`-row array of type `ty` (fixed-width) read from its little-endian `values`.
+fn plain_array(ty: &DataType, values: &[u8], rows: usize) -> Result<ArrayRef, SnapshotError> {
+    // `from_slice_ref` copies into an aligned buffer, which typed access requires.
+    let data = ArrayData::builder(ty.clone())
+        .len(rows)
+        .add_buffer(Buffer::from_slice_ref(values))
+        .build()?;
+    Ok(make_array(data))
 }
 
 /// The schema a window snapshot's stream has for `columns` (the times, then the arguments).
@@ -436,4 +548,100 @@ fn read_runs(ipc: &[u8]) -> Result<Vec<RecordBatch>, SnapshotError> {
     }
     let reader = arrow_ipc::reader::StreamReader::try_new(ipc, None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::Int64Array;
+    use arrow_schema::Schema;
+
+    use super::*;
+
+    /// A window without aggregate calls: its snapshot columns are the row times alone.
+    fn times_only_plan() -> WindowPlan {
+        WindowPlan {
+            width_ns: 10,
+            step_ns: 10,
+            max_state_bytes: None,
+            calls: Vec::new(),
+            results: Arc::new(Schema::empty()),
+            branch_fields: Vec::new(),
+            reserved_bytes: 0,
+            model: 7,
+        }
+    }
+
+    /// A window holding two runs, the second a slice (its values start inside its buffer).
+    fn two_runs(plan: &WindowPlan) -> WindowState {
+        let mut state = WindowState::default();
+        state
+            .admit(Int64Array::from(vec![3, 5]), Vec::new(), 2, Vec::new())
+            .unwrap();
+        let sliced = Int64Array::from(vec![1, 6, 8, 9]).slice(1, 2);
+        state.admit(sliced, Vec::new(), 2, Vec::new()).unwrap();
+        assert_eq!(state.due_ns(plan), Some(13));
+        state
+    }
+
+    /// Where the rows' encoding byte sits: version, model, start, run count, two run lengths.
+    const ENCODING_AT: usize = 1 + 8 + 8 + 4 + 2 * 4;
+
+    #[test]
+    fn fixed_width_columns_round_trip_as_plain_values() {
+        let plan = times_only_plan();
+        let bytes = two_runs(&plan).encode(&plan, &mut None).unwrap();
+        assert_eq!(bytes[0], SNAPSHOT_VERSION);
+        assert_eq!(bytes[ENCODING_AT], RowsEncoding::Values as u8);
+        // The four times, 8 bytes each, follow the rows' length: nothing else is written.
+        assert_eq!(bytes.len(), ENCODING_AT + 1 + 4 + 4 * 8);
+        let restored = WindowState::restore(&plan, &bytes).unwrap();
+        assert_eq!(restored.retained_rows(), 4);
+        assert_eq!(restored.start_ns(), Some(3));
+        assert_eq!(restored.watermark_ns(), Some(8));
+        assert_eq!(restored.encode(&plan, &mut None).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_version_3_snapshot_is_read_back() {
+        let plan = times_only_plan();
+        let state = two_runs(&plan);
+        let current = state.encode(&plan, &mut None).unwrap();
+        // Version 3: the same header and run lengths, then the IPC stream without an
+        // encoding byte.
+        let mut stream = Vec::new();
+        state.write_ipc(&mut stream, &mut None).unwrap();
+        let mut old = current[..ENCODING_AT].to_vec();
+        old[0] = SNAPSHOT_VERSION_IPC_ONLY;
+        old.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+        old.extend_from_slice(&stream);
+        let restored = WindowState::restore(&plan, &old).unwrap();
+        assert_eq!(restored.encode(&plan, &mut None).unwrap(), current);
+    }
+
+    #[test]
+    fn damaged_plain_values_are_refused() {
+        let plan = times_only_plan();
+        let bytes = two_runs(&plan).encode(&plan, &mut None).unwrap();
+        let mut short = bytes.clone();
+        short.truncate(bytes.len() - 8);
+        assert!(matches!(
+            WindowState::restore(&plan, &short),
+            Err(SnapshotError::Malformed)
+        ));
+        // The rows' length says one value less than the run lengths need.
+        let mut inconsistent = short.clone();
+        inconsistent[ENCODING_AT + 1..ENCODING_AT + 5].copy_from_slice(&24u32.to_le_bytes());
+        assert!(matches!(
+            WindowState::restore(&plan, &inconsistent),
+            Err(SnapshotError::Malformed)
+        ));
+        let mut unknown = bytes;
+        unknown[ENCODING_AT] = 9;
+        assert!(matches!(
+            WindowState::restore(&plan, &unknown),
+            Err(SnapshotError::Malformed)
+        ));
+    }
 }
