@@ -338,15 +338,16 @@ enum State {
 
 /// The state of one aggregate call over a window's rows.
 #[derive(Debug, Clone)]
-pub struct Accumulator {
-    call: AggregateCall,
+pub struct Accumulator<'c> {
+    /// Borrowed from the plan: a window's emission builds accumulators for every record.
+    call: &'c AggregateCall,
     state: State,
     /// Set when `fold` was handed arrays that do not match the call.
     fault: Option<AggregateError>,
 }
 
-impl Accumulator {
-    pub fn new(call: &AggregateCall) -> Accumulator {
+impl<'c> Accumulator<'c> {
+    pub fn new(call: &'c AggregateCall) -> Accumulator<'c> {
         let state = match call.plan {
             Plan::Count => State::Count(0),
             Plan::CountIf => State::CountIf(0),
@@ -373,7 +374,7 @@ impl Accumulator {
             }
         };
         Accumulator {
-            call: call.clone(),
+            call,
             state,
             fault: None,
         }
