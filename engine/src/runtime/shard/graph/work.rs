@@ -165,6 +165,21 @@ impl Kept {
     }
 }
 
+/// When a window processor next needs a pass: at its earliest indexed window end
+/// (`first_due_ns`; a stale entry is never later than the true earliest, and waking for it only
+/// drops it), or at once (`i64::MIN`) when the input watermark already passed that end — a pass
+/// capped at [`MAX_WINDOW_BRANCHES_PER_PASS`] left it due, and a paced domain clock may be far
+/// behind the event time that closes it.
+fn window_deadline(first_due_ns: Option<i64>, watermark_ns: Option<i64>) -> Option<i64> {
+    first_due_ns.map(|at_ns| {
+        if watermark_ns.is_some_and(|w| at_ns <= w) {
+            i64::MIN
+        } else {
+            at_ns
+        }
+    })
+}
+
 /// Marks the payloads of the kept rows `failed` negatively acknowledged and counts them as
 /// message errors in `counters`.
 fn refuse_rows(
@@ -950,22 +965,12 @@ impl Graph {
                             .filter_map(|b| b.due_ns(*max_time_ns))
                             .min()
                     }
-                    // The index's first entry: a stale one is never later than the true
-                    // earliest, and waking for it only drops it. One the input watermark
-                    // already passed (a capped pass left it) is due at once, whatever the
-                    // domain clock reads.
                     (
                         NodeWork::Window(_),
                         WorkState::Window {
                             due, watermark_ns, ..
                         },
-                    ) => due.first().map(|(at_ns, _)| {
-                        if watermark_ns.is_some_and(|w| *at_ns <= w) {
-                            i64::MIN
-                        } else {
-                            *at_ns
-                        }
-                    }),
+                    ) => window_deadline(due.first().map(|(at_ns, _)| *at_ns), *watermark_ns),
                     (NodeWork::Correlate(_), WorkState::Correlate { due, .. }) => {
                         due.first().map(|(at_ns, _)| *at_ns)
                     }
@@ -1022,5 +1027,21 @@ impl Graph {
                 _ => 0,
             })
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_deadline;
+
+    #[test]
+    fn a_window_the_watermark_passed_is_due_at_once_whatever_the_clock() {
+        assert_eq!(window_deadline(None, Some(50)), None);
+        // Not reached by the watermark: due at its end, on the domain clock.
+        assert_eq!(window_deadline(Some(100), None), Some(100));
+        assert_eq!(window_deadline(Some(100), Some(99)), Some(100));
+        // Reached (exactly or beyond): a pass is due now.
+        assert_eq!(window_deadline(Some(100), Some(100)), Some(i64::MIN));
+        assert_eq!(window_deadline(Some(100), Some(30_000)), Some(i64::MIN));
     }
 }
