@@ -146,9 +146,16 @@ pub fn split_runs(runs: &[AckRun], rows: usize) -> (Vec<AckRun>, Vec<AckRun>) {
     (head, tail)
 }
 
-/// `times` restricted to the rows `rows` selects (ascending row indices), if any.
+/// `times` restricted to the rows `rows` selects (ascending, distinct row indices), if any.
 pub fn take_times(times: Option<&ArrayRef>, rows: &UInt32Array) -> Option<ArrayRef> {
-    times.and_then(|t| arrow_select::take::take(t.as_ref(), rows, None).ok())
+    times.and_then(|t| {
+        if rows.len() == t.len() {
+            // Ascending and distinct, as many as there are times: every row, in order (a one-
+            // group output of a batch, such as every window record), so no copy.
+            return Some(t.clone());
+        }
+        arrow_select::take::take(t.as_ref(), rows, None).ok()
+    })
 }
 
 /// Concatenates run lists in order, merging neighbours on the same root.
@@ -275,5 +282,21 @@ mod tests {
         );
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[0].rows, 3);
+    }
+
+    #[test]
+    fn times_of_every_row_are_shared_and_of_some_rows_taken() {
+        let times: ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![10, 20, 30]));
+        let every = take_times(Some(&times), &UInt32Array::from(vec![0, 1, 2])).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&every, &times));
+        let some = take_times(Some(&times), &UInt32Array::from(vec![0, 2])).unwrap();
+        assert_eq!(
+            some.as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .unwrap()
+                .values(),
+            &[10, 30]
+        );
+        assert!(take_times(None, &UInt32Array::from(vec![0])).is_none());
     }
 }

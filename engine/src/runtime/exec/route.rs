@@ -313,7 +313,9 @@ pub fn run_route(
                     }
                 }
             };
-            match group_by_key(encoder, &schema, keys, batch, rows, track_rows) {
+            // Without a mask, output row i is input row i.
+            let identity = mask.is_none();
+            match group_by_key(encoder, &schema, keys, batch, rows, identity, track_rows) {
                 Ok(groups) => groups,
                 Err(message) => return internal_failure(num_rows, output, &message),
             }
@@ -347,12 +349,15 @@ fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> R
 }
 
 /// Splits a batch into one group per distinct branch key, in order of first appearance.
+/// `rows` is the input row of each of the batch's rows; `identity` says it is 0, 1, 2, …
+#[allow(clippy::too_many_arguments)]
 fn group_by_key(
     encoder: &mut BranchKeyEncoder,
     key_schema: &SchemaRef,
     keys: Vec<ArrayRef>,
     batch: RecordBatch,
     rows: UInt32Array,
+    identity: bool,
     track_rows: bool,
 ) -> Result<Vec<RouteGroup>, String> {
     let key_batch =
@@ -391,10 +396,13 @@ fn group_by_key(
             .collect();
         let columns = columns.map_err(|e| e.to_string())?;
         let sub = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
-        let input_rows = if track_rows {
-            downcast_u32(&take(&rows, &indices, None).map_err(|e| e.to_string())?)
-        } else {
+        let input_rows = if !track_rows {
             UInt32Array::from(Vec::<u32>::new())
+        } else if identity {
+            // The group's indices are its input rows.
+            indices
+        } else {
+            downcast_u32(&take(&rows, &indices, None).map_err(|e| e.to_string())?)
         };
         groups.push(RouteGroup {
             key: BranchKey::Key(key.into()),
