@@ -218,6 +218,13 @@ fn keep_units(
         }
         return Vec::new();
     }
+    if kept.kept_rows.is_none() && kept.rows == frame.num_rows() {
+        // Every row kept: each run's units stay with its rows as they are.
+        for run in &frame.acks {
+            cx.transfer(run.root, run.rows as u64, run.rows as u64);
+        }
+        return frame.acks.clone();
+    }
     let mut per_run = vec![0u64; frame.acks.len()];
     let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
     for (run, derived) in frame.acks.iter().zip(&per_run) {
@@ -551,7 +558,16 @@ impl Graph {
             return;
         };
         let node_watermark = watermark_ns;
-        let state = windows.entry(frame.key.clone()).or_default();
+        // Looked up before inserting: most frames reach a window that exists, and cloning
+        // the key for the entry API would allocate every time.
+        if !windows.contains_key(&frame.key) {
+            windows.insert(frame.key.clone(), WindowState::default());
+        }
+        let Some(state) = windows.get_mut(&frame.key) else {
+            return;
+        };
+        // Every open window's (due, branch) is in the index already.
+        let indexed_due = state.due_ns(window);
         let bytes = crate::runtime::exec::window::args_bytes(&args);
         if kept.rows > 0 && state.would_exceed(window, bytes) {
             // Refused before it changes the window (spec): logged, not acknowledged.
@@ -590,7 +606,7 @@ impl Graph {
         };
         let advanced = *node_watermark > before;
         let due = state.due_ns(window);
-        if let Some(due) = due {
+        if let Some(due) = due.filter(|due| Some(*due) != indexed_due) {
             due_index.insert((due, frame.key.clone()));
         }
         self.work_changed = true;
