@@ -350,7 +350,6 @@ fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> R
 
 /// Splits a batch into one group per distinct branch key, in order of first appearance.
 /// `rows` is the input row of each of the batch's rows; `identity` says it is 0, 1, 2, …
-#[allow(clippy::too_many_arguments)]
 fn group_by_key(
     encoder: &mut BranchKeyEncoder,
     key_schema: &SchemaRef,

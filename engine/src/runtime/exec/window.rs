@@ -76,7 +76,6 @@ const SNAPSHOT_VERSION: u8 = 4;
 const SNAPSHOT_VERSION_IPC_ONLY: u8 = 3;
 
 /// How a version-4 snapshot holds its retained rows (the byte after the run lengths).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum RowsEncoding {
     /// One Arrow IPC stream, one batch per run: any column type, nulls included.
