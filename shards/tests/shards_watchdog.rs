@@ -64,9 +64,16 @@ fn a_shard_blocked_past_its_heartbeat_is_signalled_awake() {
         "the watchdog took {waited:?} to wake a shard silent for 200 ms"
     );
     assert_eq!(set.watchdog_wakes(), vec![1]);
-    // Woken, the shard beats again and serves the next command.
+    // Woken, the shard beats again and serves the next command. The watchdog signals each
+    // stale heartbeat once, so the shard must beat between the two blocks: its executor is
+    // idle while the test waits, and its heartbeat runs every 20 ms. (Sending at once raced
+    // the heartbeat: the main task took the command and blocked again before it ran.)
+    std::thread::sleep(Duration::from_millis(500));
     let (again, _) = park(&set);
-    assert!(again < Duration::from_millis(2_000));
+    assert!(
+        again < Duration::from_millis(2_000),
+        "the watchdog took {again:?} to wake the shard a second time"
+    );
     assert_eq!(set.watchdog_wakes(), vec![2]);
 }
 
