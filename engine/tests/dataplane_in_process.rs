@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::runtime::in_process::{InProcessConsumer, InProcessProducer};
-use nervix::runtime::shard::buffers::logical_bytes;
+use nervix::runtime::logical_bytes::logical_bytes;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{order_fields, orders, rows_of};
 

@@ -93,7 +93,7 @@ impl InProcessProducer {
     /// shard charges them; returns its sequence number. A batch larger than all the granted
     /// bytes goes once nothing is outstanding, and the shard answers it credit exceeded.
     pub async fn submit(&mut self, batch: RecordBatch) -> Result<u64, InProcessError> {
-        let bytes = super::shard::buffers::logical_bytes(&batch);
+        let bytes = super::logical_bytes::logical_bytes(&batch);
         while self.outstanding >= self.granted_batches
             || (self.outstanding > 0 && self.held_bytes + bytes > self.granted_bytes)
         {

@@ -22,6 +22,7 @@ pub mod frame;
 pub mod http;
 pub mod in_process;
 pub mod kafka;
+pub mod logical_bytes;
 pub mod observe;
 pub mod offer;
 pub mod plan;

@@ -43,6 +43,10 @@ pub struct RouteOutput {
     /// The output columns as they stood when construction ended (for error records'
     /// `partial_output`), one per target field.
     pub partial: Vec<ArrayRef>,
+    /// When the groups were sliced from one batch in group order (see `group_by_key`) and
+    /// rows are tracked: the input rows of every group, group after group; each group's
+    /// `input_rows` is its slice. Lets per-row companions (event times) be taken once.
+    pub grouped_rows: Option<UInt32Array>,
 }
 
 /// Records each row's first failure.
@@ -277,6 +281,7 @@ pub fn run_route(
             groups: Vec::new(),
             failed,
             partial: output,
+            grouped_rows: None,
         };
     }
     let batch = match RecordBatch::try_new(route.schema.clone(), columns) {
@@ -289,17 +294,23 @@ pub fn run_route(
             )
         }
     };
-    let groups = match (&route.branch, key_columns) {
-        (BranchOut::Unbranched, _) => vec![RouteGroup {
-            key: BranchKey::Unbranched,
-            batch,
-            input_rows: rows,
-        }],
-        (BranchOut::Keep { .. }, _) => vec![RouteGroup {
-            key: incoming.clone(),
-            batch,
-            input_rows: rows,
-        }],
+    let (groups, grouped_rows) = match (&route.branch, key_columns) {
+        (BranchOut::Unbranched, _) => (
+            vec![RouteGroup {
+                key: BranchKey::Unbranched,
+                batch,
+                input_rows: rows,
+            }],
+            None,
+        ),
+        (BranchOut::Keep { .. }, _) => (
+            vec![RouteGroup {
+                key: incoming.clone(),
+                batch,
+                input_rows: rows,
+            }],
+            None,
+        ),
         (BranchOut::Construct { .. }, Some((branch, Ok(keys)))) => {
             let schema = plan.branches[branch].key_schema.clone();
             let encoder = match encoders.entry(branch) {
@@ -316,7 +327,7 @@ pub fn run_route(
             // Without a mask, output row i is input row i.
             let identity = mask.is_none();
             match group_by_key(encoder, &schema, keys, batch, rows, identity, track_rows) {
-                Ok(groups) => groups,
+                Ok(grouped) => grouped,
                 Err(message) => return internal_failure(num_rows, output, &message),
             }
         }
@@ -326,6 +337,7 @@ pub fn run_route(
         groups,
         failed,
         partial: output,
+        grouped_rows,
     }
 }
 
@@ -345,11 +357,17 @@ fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> R
             .map(|row| (row, format!("internal error: {message}")))
             .collect(),
         partial,
+        grouped_rows: None,
     }
 }
 
 /// Splits a batch into one group per distinct branch key, in order of first appearance.
 /// `rows` is the input row of each of the batch's rows; `identity` says it is 0, 1, 2, …
+///
+/// The rows are put in group order with one `take` per column (a counting sort by group,
+/// stable, so each group keeps its row order), and each group is a slice of that batch: a
+/// fan-out over thousands of branches (Nexmark q5's reingestor) costs one copy of the batch
+/// and a slice per group, not a `take` with its own buffers per group and column.
 fn group_by_key(
     encoder: &mut BranchKeyEncoder,
     key_schema: &SchemaRef,
@@ -358,58 +376,83 @@ fn group_by_key(
     rows: UInt32Array,
     identity: bool,
     track_rows: bool,
-) -> Result<Vec<RouteGroup>, String> {
+) -> Result<(Vec<RouteGroup>, Option<UInt32Array>), String> {
     let key_batch =
         RecordBatch::try_new(key_schema.clone(), keys).map_err(|e| format!("branch key: {e}"))?;
     let encoded = encoder.encode(&key_batch).map_err(|e| e.to_string())?;
     let first = encoded.row(0);
     // Fast path: every row in one branch (one comparison per row, no allocation).
     if (1..encoded.num_rows()).all(|i| encoded.row(i) == first) {
-        return Ok(vec![RouteGroup {
+        let group = RouteGroup {
             key: BranchKey::Key(first.data().into()),
             batch,
             input_rows: rows,
-        }]);
+        };
+        return Ok((vec![group], None));
     }
-    // Grouping by key bytes has no Arrow kernel: one hash lookup per row into per-branch
-    // index lists, then one `take` per branch.
-    let mut order: Vec<&[u8]> = Vec::new();
-    let mut members: HashMap<&[u8], Vec<u32>, KeyHashState> = HashMap::default();
-    for i in 0..encoded.num_rows() {
+    // Grouping by key bytes has no Arrow kernel: one hash lookup per row gives its group.
+    let num_rows = encoded.num_rows();
+    let mut group_of: HashMap<&[u8], u32, KeyHashState> = HashMap::default();
+    let mut group_keys: Vec<&[u8]> = Vec::new();
+    let mut group_rows: Vec<u32> = Vec::new();
+    let mut row_group: Vec<u32> = Vec::with_capacity(num_rows);
+    for i in 0..num_rows {
         let key = encoded.row(i).data();
-        members
-            .entry(key)
-            .or_insert_with(|| {
-                order.push(key);
-                Vec::new()
-            })
-            .push(i as u32);
+        let group = *group_of.entry(key).or_insert_with(|| {
+            group_keys.push(key);
+            group_rows.push(0);
+            (group_keys.len() - 1) as u32
+        });
+        group_rows[group as usize] += 1;
+        row_group.push(group);
     }
-    let mut groups = Vec::with_capacity(order.len());
-    for key in order {
-        let indices = UInt32Array::from(members.remove(key).unwrap_or_default());
-        let columns: Result<Vec<ArrayRef>, _> = batch
-            .columns()
-            .iter()
-            .map(|c| take(c.as_ref(), &indices, None))
-            .collect();
-        let columns = columns.map_err(|e| e.to_string())?;
-        let sub = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
-        let input_rows = if !track_rows {
-            UInt32Array::from(Vec::<u32>::new())
-        } else if identity {
-            // The group's indices are its input rows.
-            indices
-        } else {
-            downcast_u32(&take(&rows, &indices, None).map_err(|e| e.to_string())?)
+    // Counting sort: `next[g]` is where group g's next row goes.
+    let mut next: Vec<u32> = Vec::with_capacity(group_rows.len());
+    let mut start = 0u32;
+    for count in &group_rows {
+        next.push(start);
+        start += count;
+    }
+    let mut order = vec![0u32; num_rows];
+    for (row, group) in row_group.iter().enumerate() {
+        let slot = &mut next[*group as usize];
+        order[*slot as usize] = row as u32;
+        *slot += 1;
+    }
+    let order = UInt32Array::from(order);
+    let columns: Result<Vec<ArrayRef>, _> = batch
+        .columns()
+        .iter()
+        .map(|c| take(c.as_ref(), &order, None))
+        .collect();
+    let columns = columns.map_err(|e| e.to_string())?;
+    let grouped = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
+    let grouped_rows = if !track_rows {
+        None
+    } else if identity {
+        // The sort's order is the input rows.
+        Some(order)
+    } else {
+        Some(downcast_u32(
+            &take(&rows, &order, None).map_err(|e| e.to_string())?,
+        ))
+    };
+    let mut groups = Vec::with_capacity(group_keys.len());
+    let mut offset = 0usize;
+    for (key, count) in group_keys.into_iter().zip(group_rows) {
+        let count = count as usize;
+        let input_rows = match &grouped_rows {
+            Some(rows) => rows.slice(offset, count),
+            None => UInt32Array::from(Vec::<u32>::new()),
         };
         groups.push(RouteGroup {
             key: BranchKey::Key(key.into()),
-            batch: sub,
+            batch: grouped.slice(offset, count),
             input_rows,
         });
+        offset += count;
     }
-    Ok(groups)
+    Ok((groups, grouped_rows))
 }
 
 /// Evaluates a node-level predicate over the input row (and, for an ingestor, the source

@@ -18,8 +18,9 @@
 //! contains it, which happens right after that window emitted; emitted records carry no
 //! acknowledgement of their own (documented in docs/decisions.md).
 //!
-//! Memory: the state of a branch is the retained argument arrays (Arrow buffer bytes) plus the
-//! fixed reservation of its sketches; MAX STATE SIZE refuses a batch that would exceed it, and
+//! Memory: the state of a branch is the retained argument arrays (their logical Arrow bytes:
+//! a slice counts its own rows, not the buffer it shares with other branches) plus the fixed
+//! reservation of its sketches; MAX STATE SIZE refuses a batch that would exceed it, and
 //! a window without one is capped at [`UNDECLARED_STATE_CAP_BYTES`].
 
 use std::collections::VecDeque;
@@ -118,9 +119,11 @@ pub enum SnapshotError {
 
 /// The Arrow buffer bytes `args` hold.
 pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
+    // Logical bytes: an argument may be a slice of a buffer other branches' rows share (a
+    // reingestor's fan-out), and the branch holds only its rows of it.
     args.iter()
         .flatten()
-        .map(|a| a.get_array_memory_size() as u64)
+        .map(|a| crate::runtime::logical_bytes::column_logical_bytes(a.as_ref()))
         .sum()
 }
 
@@ -557,6 +560,14 @@ mod tests {
     use arrow_schema::Schema;
 
     use super::*;
+
+    #[test]
+    fn a_branch_is_charged_its_rows_of_a_shared_buffer_not_the_buffer() {
+        // A fan-out route hands each branch a slice of one batch put in branch order.
+        let shared: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10_000));
+        let two_rows = vec![vec![shared.slice(4_000, 2)]];
+        assert_eq!(args_bytes(&two_rows), 16);
+    }
 
     /// A window without aggregate calls: its snapshot columns are the row times alone.
     fn times_only_plan() -> WindowPlan {

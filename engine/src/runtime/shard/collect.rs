@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use nervix_shards::branch_key::{BranchKey, KeyHashState};
 use nervix_shards::flush::{Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
-use super::buffers::logical_bytes;
 use crate::runtime::frame::Frame;
+use crate::runtime::logical_bytes::logical_bytes;
 use crate::runtime::plan::RelayId;
 
 /// One group's collection in one branch: its flush decisions and the frames gathered.

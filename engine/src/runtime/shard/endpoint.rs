@@ -654,7 +654,7 @@ impl ShardState {
         let envelope = intake.envelope.as_mut().map(EnvelopeBuilder::finish);
         let rows = batch.num_rows() as u64;
         self.counters.rows_admitted += rows;
-        self.counters.bytes_admitted += super::buffers::logical_bytes(&batch);
+        self.counters.bytes_admitted += crate::runtime::logical_bytes::logical_bytes(&batch);
         run.graph
             .ingest(index, &batch, Vec::new(), envelope, at, super::cx!(self));
     }

@@ -269,7 +269,7 @@ impl ShardState {
     /// One batch from an in-process producer: credit, then the schema must be the input
     /// schema exactly (the batch is already decoded, so there is nothing else to validate).
     pub fn submit_in_process(&mut self, producer: u64, batch_seq: u64, batch: RecordBatch) {
-        let bytes = crate::runtime::shard::buffers::logical_bytes(&batch);
+        let bytes = crate::runtime::logical_bytes::logical_bytes(&batch);
         let Some((domain, ingestor)) = self.charge(producer, batch_seq, bytes) else {
             return;
         };

@@ -553,7 +553,7 @@ fn close_group(
     let envelope = intake.envelope.as_mut().map(EnvelopeBuilder::finish);
     let ingestor = intake.ingestor;
     counters.rows_admitted += batch.num_rows() as u64;
-    counters.bytes_admitted += super::buffers::logical_bytes(&batch);
+    counters.bytes_admitted += crate::runtime::logical_bytes::logical_bytes(&batch);
     run.graph.ingest(ingestor, &batch, acks, envelope, at, cx);
 }
 

@@ -40,6 +40,12 @@ impl Graph {
             }
         };
         let mut flushed = Vec::new();
+        // Groups sliced from one batch in group order take their event times in one go too.
+        // (Not `take_times`: these rows are in group order, not ascending.)
+        let grouped_times = output.grouped_rows.as_ref().and_then(|rows| {
+            times.and_then(|t| arrow_select::take::take(t.as_ref(), rows, None).ok())
+        });
+        let mut grouped_offset = 0usize;
         for group in output.groups {
             let runs = match frame.acks.as_slice() {
                 _ if detached => Vec::new(),
@@ -58,7 +64,11 @@ impl Graph {
             if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
                 self.touch_branch(branch, bytes, at.now.physical_ns);
             }
-            let group_times = crate::runtime::frame::take_times(times, &group.input_rows);
+            let group_times = match &grouped_times {
+                Some(all) => Some(all.slice(grouped_offset, group.input_rows.len())),
+                None => crate::runtime::frame::take_times(times, &group.input_rows),
+            };
+            grouped_offset += group.input_rows.len();
             let openings = &mut self.buffers_opened;
             let node_state = match node {
                 NodeRef::Ingestor(i) => &mut self.ingestors[i],
