@@ -394,22 +394,22 @@ fn group_by_key(
     let num_rows = encoded.num_rows();
     let mut group_of: HashMap<&[u8], u32, KeyHashState> = HashMap::default();
     let mut group_keys: Vec<&[u8]> = Vec::new();
-    let mut group_rows: Vec<u32> = Vec::new();
+    let mut group_sizes: Vec<u32> = Vec::new();
     let mut row_group: Vec<u32> = Vec::with_capacity(num_rows);
     for i in 0..num_rows {
         let key = encoded.row(i).data();
         let group = *group_of.entry(key).or_insert_with(|| {
             group_keys.push(key);
-            group_rows.push(0);
+            group_sizes.push(0);
             (group_keys.len() - 1) as u32
         });
-        group_rows[group as usize] += 1;
+        group_sizes[group as usize] += 1;
         row_group.push(group);
     }
     // Counting sort: `next[g]` is where group g's next row goes.
-    let mut next: Vec<u32> = Vec::with_capacity(group_rows.len());
+    let mut next: Vec<u32> = Vec::with_capacity(group_sizes.len());
     let mut start = 0u32;
-    for count in &group_rows {
+    for count in &group_sizes {
         next.push(start);
         start += count;
     }
@@ -439,7 +439,7 @@ fn group_by_key(
     };
     let mut groups = Vec::with_capacity(group_keys.len());
     let mut offset = 0usize;
-    for (key, count) in group_keys.into_iter().zip(group_rows) {
+    for (key, count) in group_keys.into_iter().zip(group_sizes) {
         let count = count as usize;
         let input_rows = match &grouped_rows {
             Some(rows) => rows.slice(offset, count),

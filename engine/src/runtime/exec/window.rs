@@ -117,7 +117,7 @@ pub enum SnapshotError {
     TooLarge { bytes: usize, limit: usize },
 }
 
-/// The Arrow buffer bytes `args` hold.
+/// The logical Arrow bytes `args` hold (values, offsets and validity of their own rows).
 pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
     // Logical bytes: an argument may be a slice of a buffer other branches' rows share (a
     // reingestor's fan-out), and the branch holds only its rows of it.
