@@ -20,7 +20,7 @@ use arrow_array::{
 };
 use arrow_schema::SchemaRef;
 use arrow_select::filter::FilterBuilder;
-use arrow_select::take::take;
+use arrow_select::take::{take, take_record_batch};
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, KeyHashState};
 
 use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
@@ -420,13 +420,7 @@ fn group_by_key(
         *slot += 1;
     }
     let order = UInt32Array::from(order);
-    let columns: Result<Vec<ArrayRef>, _> = batch
-        .columns()
-        .iter()
-        .map(|c| take(c.as_ref(), &order, None))
-        .collect();
-    let columns = columns.map_err(|e| e.to_string())?;
-    let grouped = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
+    let grouped = take_record_batch(&batch, &order).map_err(|e| e.to_string())?;
     let grouped_rows = if !track_rows {
         None
     } else if identity {
@@ -438,12 +432,13 @@ fn group_by_key(
         ))
     };
     let mut groups = Vec::with_capacity(group_keys.len());
+    let untracked = UInt32Array::from(Vec::<u32>::new());
     let mut offset = 0usize;
     for (key, count) in group_keys.into_iter().zip(group_sizes) {
         let count = count as usize;
         let input_rows = match &grouped_rows {
             Some(rows) => rows.slice(offset, count),
-            None => UInt32Array::from(Vec::<u32>::new()),
+            None => untracked.clone(),
         };
         groups.push(RouteGroup {
             key: BranchKey::Key(key.into()),
