@@ -702,6 +702,7 @@ fn result(
             IngestMode::NoAck => 0,
         },
         client_threads: 1,
+        shard_spin_us: 0,
         rows_in: input.records,
         rows_out: watched.rows_out,
         matching: input.matching,

@@ -100,6 +100,10 @@ struct RunArguments {
     /// Pin the shards to CPUs.
     #[arg(long)]
     pin: bool,
+    /// Microseconds a pinned shard polls before it parks (the node's `--shard-spin-us`;
+    /// only with --pin; 0 = off).
+    #[arg(long, value_name = "US", default_value_t = nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US)]
+    shard_spin_us: u64,
     /// Client-side tokio threads: 1 is a current-thread runtime (the node's control plane
     /// shares it); more is a multi-thread runtime.
     #[arg(long, default_value_t = 1)]
@@ -286,6 +290,7 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
         batch_rows: args.batch_rows,
         window: args.window,
         pin: args.pin,
+        shard_spin_us: args.shard_spin_us,
         client_threads: args.client_threads.max(1),
     };
     let runtime = if settings.client_threads == 1 {

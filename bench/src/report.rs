@@ -17,6 +17,8 @@ pub struct RunResult {
     pub rate: Option<u64>,
     pub window: u32,
     pub client_threads: usize,
+    /// `--shard-spin-us`: how long a pinned shard polled before parking (0 = off).
+    pub shard_spin_us: u64,
     /// Rows of batches whose outcome was `Completed`.
     pub rows_in: u64,
     /// Rows the consumer received.
@@ -51,6 +53,7 @@ impl RunResult {
             "rate": self.rate,
             "window": self.window,
             "client_threads": self.client_threads,
+            "shard_spin_us": self.shard_spin_us,
             "rows_in": self.rows_in,
             "rows_out": self.rows_out,
             "matching": self.matching,

@@ -68,6 +68,8 @@ pub struct RunSettings {
     /// Outstanding batches at full speed (also the producer's credit in batches).
     pub window: u32,
     pub pin: bool,
+    /// How long a pinned shard spins before it parks, in µs (0 = off).
+    pub shard_spin_us: u64,
     pub client_threads: usize,
 }
 
@@ -277,6 +279,7 @@ async fn run_in(
 ) -> anyhow::Result<RunResult> {
     let mut node = EmbeddedNode::start(EmbeddedConfig {
         pin: settings.pin,
+        spin_before_park_us: settings.shard_spin_us,
         ..EmbeddedConfig::loopback(data_dir.to_path_buf(), settings.shards)
     })
     .await
@@ -298,6 +301,7 @@ async fn run_in(
         rate: settings.rate,
         window: settings.window,
         client_threads: settings.client_threads,
+        shard_spin_us: settings.shard_spin_us,
         rows_in: produced.rows_in,
         rows_out: consumed.rows_out,
         matching: produced.matching,

@@ -353,3 +353,61 @@ fn dropping_the_set_stops_the_shards() {
     assert_eq!(echo(&set, 1, 1), (1, 2));
     drop(set);
 }
+
+/// User + system CPU time of this process's thread named `name`, from /proc.
+fn thread_cpu(name: &str) -> Option<Duration> {
+    let ticks_per_second = 100; // USER_HZ on Linux
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+        // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
+        return Some(Duration::from_millis(ticks * 1000 / ticks_per_second));
+    }
+    None
+}
+
+#[test]
+fn a_spinning_shard_serves_and_still_parks_when_idle() {
+    let mut config = RuntimeConfig::with_shards(shards(1));
+    config.cpus = CpuPlacement::Pinned(vec![0]);
+    config.spin_before_park_us = 1_000;
+    let set = match start(config) {
+        Ok(set) => set,
+        Err(error) => {
+            // Spinning needs a pinned shard; machines that refuse pinning say so.
+            let message = error.to_string();
+            assert!(message.contains("unpinned"), "{message}");
+            eprintln!("pinning refused here: {message}");
+            return;
+        }
+    };
+    assert_eq!(echo(&set, 0, 41), (0, 42));
+    let idle = Duration::from_millis(600);
+    let before = thread_cpu("nervix-shard-0").expect("the shard thread is listed");
+    std::thread::sleep(idle);
+    let used = thread_cpu("nervix-shard-0").expect("the shard thread is listed") - before;
+    // Each wake (a heartbeat every few ms) spins at most 1 ms, then the shard parks; a shard
+    // that never parked would use the whole idle period.
+    assert!(
+        used < idle / 2,
+        "an idle shard spinning 1 ms per wake used {used:?} of CPU in {idle:?}"
+    );
+    assert_eq!(echo(&set, 0, 1), (0, 2));
+    block_on(set.send(0, Command::Stop)).expect("shard running");
+    assert_eq!(set.join(), vec![Ok(())]);
+}
+
+#[test]
+fn a_spin_past_its_bound_is_a_clear_error() {
+    let mut config = config(1);
+    config.spin_before_park_us = nervix_shards::runtime::MAX_SPIN_BEFORE_PARK_US + 1;
+    let message = start(config).err().expect("refused").to_string();
+    assert!(message.contains("--shard-spin-us"), "{message}");
+    assert!(message.contains("10000 µs"), "{message}");
+}

@@ -156,6 +156,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         rate: None,
         window: settings.window,
         client_threads: 1,
+        shard_spin_us: 0,
         rows_in: events_in,
         rows_out: measured.rows_out,
         matching: expected_rows,

@@ -572,6 +572,7 @@ pub async fn bench(settings: &BenchSettings) -> anyhow::Result<(RunResult, Map<S
         rate: None,
         window: settings.window,
         client_threads: 1,
+        shard_spin_us: 0,
         rows_in: produced.events_in,
         rows_out: consumed.rows_out,
         matching: produced.expected_out,

@@ -70,6 +70,11 @@ pub struct ServeArguments {
     /// Do not pin shards to CPUs (containers, CI).
     #[arg(long)]
     no_pin: bool,
+    /// Microseconds a pinned shard that ran out of work keeps polling before it parks: lower
+    /// wake-up latency (FLUSH IMMEDIATE windows, arriving batches) for busy CPU (0 = off,
+    /// at most 10,000).
+    #[arg(long, value_name = "US", default_value_t = nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US)]
+    shard_spin_us: u64,
     /// Longest a graceful stop waits for sinks to confirm buffered rows, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     drain_timeout_ms: u64,
@@ -167,6 +172,7 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
         nervix::runtime::DataPlane::start(nervix::runtime::DataPlaneConfig {
             shards,
             pin: !arguments.no_pin,
+            spin_before_park_us: arguments.shard_spin_us,
             session_addr: arguments.session_addr,
             data_dir: data_dir.clone(),
             listeners: nervix::runtime::http::DataListeners {

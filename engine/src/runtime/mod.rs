@@ -43,6 +43,8 @@ use nervix_shards::runtime::{RuntimeConfig, ShardSet};
 
 use crate::catalog::{Catalog, RunState};
 pub use driver::{Command, ShardStats};
+/// `--shard-spin-us` default (see `nervix_shards::runtime::RuntimeConfig::spin_before_park_us`).
+pub use nervix_shards::runtime::DEFAULT_SPIN_BEFORE_PARK_US;
 
 /// `--shards` default: cores − 1, at least 1 (DESIGN §3).
 pub fn default_shards() -> NonZeroUsize {
@@ -74,6 +76,8 @@ pub struct DataPlaneConfig {
     pub shards: NonZeroUsize,
     /// Pin shards to CPUs (off in tests and where pinning is refused).
     pub pin: bool,
+    /// How long a pinned shard spins before it parks (`RuntimeConfig::spin_before_park_us`).
+    pub spin_before_park_us: u64,
     pub session_addr: SocketAddr,
     pub data_dir: PathBuf,
     /// HTTP / HTTPS listeners for endpoint ingestors (port 0 picks a free port).
@@ -109,6 +113,7 @@ impl DataPlane {
     pub fn start(config: DataPlaneConfig) -> Result<DataPlane, DataPlaneError> {
         let mut runtime = RuntimeConfig::with_shards(config.shards);
         runtime.mesh_capacity_messages = shard::mesh::MESH_CHANNEL_MESSAGES;
+        runtime.spin_before_park_us = config.spin_before_park_us;
         if !config.pin {
             runtime = runtime.unpinned();
         }
