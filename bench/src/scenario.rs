@@ -279,7 +279,10 @@ async fn run_in(
 ) -> anyhow::Result<RunResult> {
     let mut node = EmbeddedNode::start(EmbeddedConfig {
         pin: settings.pin,
-        spin_before_park_us: settings.shard_spin_us,
+        shard_tuning: nervix::runtime::ShardTuning {
+            spin_before_park_us: settings.shard_spin_us,
+            ..Default::default()
+        },
         ..EmbeddedConfig::loopback(data_dir.to_path_buf(), settings.shards)
     })
     .await

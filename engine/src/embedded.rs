@@ -18,8 +18,8 @@ pub struct EmbeddedConfig {
     pub data_dir: PathBuf,
     pub shards: NonZeroUsize,
     pub pin: bool,
-    /// How long a pinned shard spins before it parks (0 = off; unpinned shards never spin).
-    pub spin_before_park_us: u64,
+    /// Shard CPUs, io_uring sizes and spinning (spinning only applies to pinned shards).
+    pub shard_tuning: crate::runtime::ShardTuning,
     /// The session listener (port 0 picks a free one).
     pub session_addr: SocketAddr,
     /// HTTP / HTTPS listeners for endpoint ingestors (none by default).
@@ -34,7 +34,7 @@ impl EmbeddedConfig {
             data_dir,
             shards,
             pin: false,
-            spin_before_park_us: crate::runtime::DEFAULT_SPIN_BEFORE_PARK_US,
+            shard_tuning: Default::default(),
             session_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             listeners: Default::default(),
         }
@@ -103,7 +103,7 @@ impl EmbeddedNode {
         let data_plane = Arc::new(DataPlane::start(DataPlaneConfig {
             shards: config.shards,
             pin: config.pin,
-            spin_before_park_us: config.spin_before_park_us,
+            tuning: config.shard_tuning.clone(),
             session_addr: config.session_addr,
             data_dir: config.data_dir.clone(),
             listeners: config.listeners.clone(),

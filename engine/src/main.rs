@@ -31,7 +31,7 @@ enum Command {
     /// Connect to a node's console: run a script (-c, -f, piped input) or edit interactively.
     Console(cli::console::ConsoleArguments),
     /// Run a node: the replicated catalog and the console.
-    Serve(cli::serve::ServeArguments),
+    Serve(Box<cli::serve::ServeArguments>),
     /// Run a benchmark scenario (execs the `nervix-bench` binary next to this one).
     Bench(cli::bench::BenchArguments),
     /// An embedded node running examples/demo.nspl under synthetic load.

@@ -82,6 +82,44 @@ fn first_start_without_admin_password_is_refused() {
     assert!(stderr.contains("NERVIX_ADMIN_PASSWORD"), "{stderr}");
 }
 
+/// `nervix serve` with `extra` arguments must fail to start, saying `expected` on stderr.
+fn assert_serve_refuses(extra: &[&str], expected: &str) {
+    let dir = support::scratch_dir("shard-settings");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nervix"))
+        .args(["serve", "--data-dir"])
+        .arg(&dir)
+        .args(["--console-addr", &support::free_addr().to_string()])
+        .args(["--raft-addr", &support::free_addr().to_string()])
+        .args(["--session-addr", &support::free_addr().to_string()])
+        .args(["--metrics-addr", &support::free_addr().to_string()])
+        .args(["--http-addr", &support::free_addr().to_string()])
+        .args(["--https-addr", &support::free_addr().to_string()])
+        .args(["--shards", "1"])
+        .args(extra)
+        .env("NERVIX_ADMIN_PASSWORD", support::ADMIN_PASSWORD)
+        .output()
+        .expect("nervix runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!output.status.success(), "{extra:?} started: {stderr}");
+    assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+}
+
+#[test]
+fn shard_settings_out_of_bounds_are_refused_naming_the_flag() {
+    assert_serve_refuses(
+        &["--no-pin", "--shard-ring-depth", "100000"],
+        "--shard-ring-depth",
+    );
+    assert_serve_refuses(
+        &["--no-pin", "--shard-io-memory", "4294967296"],
+        "--shard-io-memory",
+    );
+    assert_serve_refuses(&["--no-pin", "--shard-spin-us", "20000"], "--shard-spin-us");
+    // Pinned: cpu 4000 is named whether the topology says it is offline or cannot be read.
+    assert_serve_refuses(&["--shard-cpus", "4000"], "cpu 4000");
+}
+
 fn define_graph(client: &mut Client) {
     for statement in [
         "CREATE DOMAIN sales;",

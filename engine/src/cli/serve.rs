@@ -70,6 +70,22 @@ pub struct ServeArguments {
     /// Do not pin shards to CPUs (containers, CI).
     #[arg(long)]
     no_pin: bool,
+    /// The CPU of each shard, comma-separated (shard i on the i-th, wrapping; default: cpus
+    /// 1..=shards when there are more cores than shards, else 0.., wrapping).
+    #[arg(
+        long,
+        value_name = "CPUS",
+        value_delimiter = ',',
+        conflicts_with = "no_pin"
+    )]
+    shard_cpus: Option<Vec<usize>>,
+    /// io_uring memory registered per shard, in bytes (at most 1 GiB; locked memory, so it
+    /// counts against `ulimit -l` three times, once per ring).
+    #[arg(long, value_name = "BYTES", default_value_t = nervix_shards::runtime::DEFAULT_IO_MEMORY_BYTES)]
+    shard_io_memory: usize,
+    /// io_uring entries per ring (1..=32768).
+    #[arg(long, value_name = "N", default_value_t = nervix_shards::runtime::DEFAULT_RING_DEPTH)]
+    shard_ring_depth: usize,
     /// Microseconds a pinned shard that ran out of work keeps polling before it parks: lower
     /// wake-up latency (FLUSH IMMEDIATE windows, arriving batches) for busy CPU (0 = off,
     /// at most 10,000).
@@ -172,7 +188,12 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
         nervix::runtime::DataPlane::start(nervix::runtime::DataPlaneConfig {
             shards,
             pin: !arguments.no_pin,
-            spin_before_park_us: arguments.shard_spin_us,
+            tuning: nervix::runtime::ShardTuning {
+                cpus: arguments.shard_cpus.clone(),
+                io_memory_bytes: arguments.shard_io_memory,
+                ring_depth: arguments.shard_ring_depth,
+                spin_before_park_us: arguments.shard_spin_us,
+            },
             session_addr: arguments.session_addr,
             data_dir: data_dir.clone(),
             listeners: nervix::runtime::http::DataListeners {

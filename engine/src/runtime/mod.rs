@@ -76,12 +76,36 @@ pub struct DataPlaneConfig {
     pub shards: NonZeroUsize,
     /// Pin shards to CPUs (off in tests and where pinning is refused).
     pub pin: bool,
-    /// How long a pinned shard spins before it parks (`RuntimeConfig::spin_before_park_us`).
-    pub spin_before_park_us: u64,
+    /// CPUs, io_uring sizes and spinning (`nervix serve --shard-*`).
+    pub tuning: ShardTuning,
     pub session_addr: SocketAddr,
     pub data_dir: PathBuf,
     /// HTTP / HTTPS listeners for endpoint ingestors (port 0 picks a free port).
     pub listeners: http::DataListeners,
+}
+
+/// How the shards use their machine; the defaults suit a dedicated host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardTuning {
+    /// The CPU of each shard (shard `i` on `cpus[i % len]`); `None` = the default placement.
+    pub cpus: Option<Vec<usize>>,
+    /// io_uring memory registered per shard (`RuntimeConfig::io_memory_bytes`).
+    pub io_memory_bytes: usize,
+    /// io_uring entries per ring (`RuntimeConfig::ring_depth`).
+    pub ring_depth: usize,
+    /// How long a pinned shard spins before it parks (`RuntimeConfig::spin_before_park_us`).
+    pub spin_before_park_us: u64,
+}
+
+impl Default for ShardTuning {
+    fn default() -> Self {
+        ShardTuning {
+            cpus: None,
+            io_memory_bytes: nervix_shards::runtime::DEFAULT_IO_MEMORY_BYTES,
+            ring_depth: nervix_shards::runtime::DEFAULT_RING_DEPTH,
+            spin_before_park_us: DEFAULT_SPIN_BEFORE_PARK_US,
+        }
+    }
 }
 
 /// The control core's handle on the shards.
@@ -113,7 +137,12 @@ impl DataPlane {
     pub fn start(config: DataPlaneConfig) -> Result<DataPlane, DataPlaneError> {
         let mut runtime = RuntimeConfig::with_shards(config.shards);
         runtime.mesh_capacity_messages = shard::mesh::MESH_CHANNEL_MESSAGES;
-        runtime.spin_before_park_us = config.spin_before_park_us;
+        runtime.spin_before_park_us = config.tuning.spin_before_park_us;
+        runtime.io_memory_bytes = config.tuning.io_memory_bytes;
+        runtime.ring_depth = config.tuning.ring_depth;
+        if let Some(cpus) = &config.tuning.cpus {
+            runtime.cpus = nervix_shards::runtime::CpuPlacement::Pinned(cpus.clone());
+        }
         if !config.pin {
             runtime = runtime.unpinned();
         }
