@@ -17,7 +17,8 @@ pub struct RunResult {
     pub rate: Option<u64>,
     pub window: u32,
     pub client_threads: usize,
-    /// `--shard-spin-us`: how long a pinned shard polled before parking (0 = off).
+    /// How long the shards polled before parking: the setting when pinned, 0 when unpinned
+    /// (unpinned shards never spin); see [`applied_spin_us`].
     pub shard_spin_us: u64,
     /// Rows of batches whose outcome was `Completed`.
     pub rows_in: u64,
@@ -36,6 +37,15 @@ pub struct RunResult {
     /// How latency was sampled.
     pub latency_method: &'static str,
     pub rss_bytes: u64,
+}
+
+/// The spin before parking that applies to a node started with `pin` and `spin_us`.
+pub fn applied_spin_us(pin: bool, spin_us: u64) -> u64 {
+    if pin {
+        spin_us
+    } else {
+        0
+    }
 }
 
 impl RunResult {

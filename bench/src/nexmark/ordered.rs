@@ -156,7 +156,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         rate: None,
         window: settings.window,
         client_threads: 1,
-        shard_spin_us: 0,
+        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: events_in,
         rows_out: measured.rows_out,
         matching: expected_rows,

@@ -572,7 +572,7 @@ pub async fn bench(settings: &BenchSettings) -> anyhow::Result<(RunResult, Map<S
         rate: None,
         window: settings.window,
         client_threads: 1,
-        shard_spin_us: 0,
+        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: produced.events_in,
         rows_out: consumed.rows_out,
         matching: produced.expected_out,
