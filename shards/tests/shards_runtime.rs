@@ -256,21 +256,28 @@ fn glommio_backtrace_stall_detector_starts() {
     assert_eq!(set.join(), vec![Ok(())]);
 }
 
+/// Starts a pinned configuration; `None` on a machine that refuses `sched_setaffinity`,
+/// after checking that the error says what to do.
+fn start_pinned(config: RuntimeConfig) -> Option<ShardSet<Command>> {
+    match start(config) {
+        Ok(set) => Some(set),
+        Err(error) => {
+            let message = error.to_string();
+            assert!(message.contains("unpinned"), "{message}");
+            eprintln!("pinning refused here: {message}");
+            None
+        }
+    }
+}
+
 #[test]
 fn pinned_shards_run_on_their_cpus() {
     let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
     let shard_count = cores.min(2);
     let mut config = RuntimeConfig::with_shards(shards(shard_count));
     config.cpus = CpuPlacement::Pinned((0..shard_count).collect());
-    let set = match start(config) {
-        Ok(set) => set,
-        Err(error) => {
-            // Machines that refuse sched_setaffinity: the error must say what to do.
-            let message = error.to_string();
-            assert!(message.contains("unpinned"), "{message}");
-            eprintln!("pinning refused here: {message}");
-            return;
-        }
+    let Some(set) = start_pinned(config) else {
+        return;
     };
     assert_eq!(set.cpus(), (0..shard_count).map(Some).collect::<Vec<_>>());
     for shard in 0..shard_count {
@@ -377,15 +384,9 @@ fn a_spinning_shard_serves_and_still_parks_when_idle() {
     let mut config = RuntimeConfig::with_shards(shards(1));
     config.cpus = CpuPlacement::Pinned(vec![0]);
     config.spin_before_park_us = 1_000;
-    let set = match start(config) {
-        Ok(set) => set,
-        Err(error) => {
-            // Spinning needs a pinned shard; machines that refuse pinning say so.
-            let message = error.to_string();
-            assert!(message.contains("unpinned"), "{message}");
-            eprintln!("pinning refused here: {message}");
-            return;
-        }
+    // Spinning needs a pinned shard.
+    let Some(set) = start_pinned(config) else {
+        return;
     };
     assert_eq!(echo(&set, 0, 41), (0, 42));
     let idle = Duration::from_millis(600);
