@@ -67,41 +67,41 @@ fn sign_in_is_required_and_checked() {
 
 #[test]
 fn first_start_without_admin_password_is_refused() {
-    let dir = support::scratch_dir("no-admin");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nervix"))
-        .args(["serve", "--data-dir"])
-        .arg(&dir)
-        .args(["--console-addr", &support::free_addr().to_string()])
-        .args(["--raft-addr", &support::free_addr().to_string()])
-        .env_remove("NERVIX_ADMIN_PASSWORD")
-        .output()
-        .expect("nervix runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
+    let stderr = serve_refused("no-admin", &[], None);
     assert!(stderr.contains("NERVIX_ADMIN_PASSWORD"), "{stderr}");
+}
+
+/// Runs `nervix serve` on free loopback ports with `extra` arguments (and the admin password,
+/// if given) in a fresh data dir; it must fail to start. Returns its stderr.
+fn serve_refused(label: &str, extra: &[&str], admin_password: Option<&str>) -> String {
+    let dir = support::scratch_dir(label);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nervix"));
+    command.args(["serve", "--data-dir"]).arg(&dir);
+    for flag in [
+        "--console-addr",
+        "--raft-addr",
+        "--session-addr",
+        "--metrics-addr",
+        "--http-addr",
+        "--https-addr",
+    ] {
+        command.args([flag, &support::free_addr().to_string()]);
+    }
+    command.args(["--shards", "1"]).args(extra);
+    match admin_password {
+        Some(password) => command.env("NERVIX_ADMIN_PASSWORD", password),
+        None => command.env_remove("NERVIX_ADMIN_PASSWORD"),
+    };
+    let output = command.output().expect("nervix runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!output.status.success(), "{extra:?} started: {stderr}");
+    stderr
 }
 
 /// `nervix serve` with `extra` arguments must fail to start, saying `expected` on stderr.
 fn assert_serve_refuses(extra: &[&str], expected: &str) {
-    let dir = support::scratch_dir("shard-settings");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nervix"))
-        .args(["serve", "--data-dir"])
-        .arg(&dir)
-        .args(["--console-addr", &support::free_addr().to_string()])
-        .args(["--raft-addr", &support::free_addr().to_string()])
-        .args(["--session-addr", &support::free_addr().to_string()])
-        .args(["--metrics-addr", &support::free_addr().to_string()])
-        .args(["--http-addr", &support::free_addr().to_string()])
-        .args(["--https-addr", &support::free_addr().to_string()])
-        .args(["--shards", "1"])
-        .args(extra)
-        .env("NERVIX_ADMIN_PASSWORD", support::ADMIN_PASSWORD)
-        .output()
-        .expect("nervix runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!output.status.success(), "{extra:?} started: {stderr}");
+    let stderr = serve_refused("shard-settings", extra, Some(ADMIN_PASSWORD));
     assert!(stderr.contains(expected), "{extra:?}: {stderr}");
 }
 
