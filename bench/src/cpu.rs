@@ -85,6 +85,48 @@ impl Threads {
     }
 }
 
+/// Per CPU, the clock ticks the hypervisor ran something else while this machine's CPU
+/// wanted to run (`steal`, the eighth value of each `cpuN` line of `/proc/stat`; 0 on bare
+/// metal). A virtual machine's latency tail follows it: a vCPU the host preempts for 20 ms
+/// stalls whatever it was running for 20 ms, which no code inside the machine can prevent, so
+/// every run reports how much was taken from it.
+#[derive(Debug, Clone, Default)]
+pub struct Steal(Vec<u64>);
+
+impl Steal {
+    /// Reads `/proc/stat` (empty where it is unreadable).
+    pub fn sample() -> Steal {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        Steal(parse_steal(&text))
+    }
+
+    /// Milliseconds stolen per CPU between `self` (before) and `after`.
+    pub fn ms_until(&self, after: &Steal) -> Vec<u64> {
+        after
+            .0
+            .iter()
+            .zip(&self.0)
+            .map(|(a, b)| a.saturating_sub(*b) * 1000 / TICKS_PER_SECOND as u64)
+            .collect()
+    }
+}
+
+/// The steal ticks of each `cpuN` line (not the `cpu` total), in CPU order.
+fn parse_steal(stat: &str) -> Vec<u64> {
+    stat.lines()
+        .filter(|line| {
+            line.strip_prefix("cpu")
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .map(|line| {
+            line.split_whitespace()
+                .nth(8)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// A process's CPU seconds so far (`None` when it is gone or `/proc` is unreadable).
 pub fn process_seconds(pid: u32) -> Option<f64> {
     stat(std::path::Path::new(&format!("/proc/{pid}/stat")))
@@ -135,6 +177,15 @@ mod tests {
         assert!(!threads.tids().is_empty());
         assert!(process_seconds(std::process::id()).is_some());
         assert!(process_peak_rss_bytes(std::process::id()) > 0);
+    }
+
+    #[test]
+    fn steal_is_read_per_cpu_and_differenced_in_milliseconds() {
+        let before = "cpu  10 0 5 900 1 0 2 30 0 0\ncpu0 5 0 2 450 1 0 1 10 0 0\ncpu1 5 0 3 450 0 0 1 20 0 0\nintr 1\n";
+        let after = "cpu  10 0 5 900 1 0 2 45 0 0\ncpu0 5 0 2 450 1 0 1 12 0 0\ncpu1 5 0 3 450 0 0 1 33 0 0\nintr 1\n";
+        let (before, after) = (Steal(parse_steal(before)), Steal(parse_steal(after)));
+        assert_eq!(before.ms_until(&after), vec![20, 130]);
+        assert!(!Steal::sample().0.is_empty());
     }
 
     #[test]

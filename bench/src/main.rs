@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use nervix_bench::compare;
+use nervix_bench::cpu::Steal;
 use nervix_bench::scenario::{self, RunSettings, Transport};
 
 /// The node's allocator (DESIGN §13), so the scenarios measure what `nervix` runs.
@@ -305,31 +306,34 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
     }
     .context("cannot start the tokio runtime")?;
     if !args.half_load {
-        let result = runtime.block_on(scenario::run(transport, &settings))?;
+        let (result, steal_ms) =
+            with_steal(|| runtime.block_on(scenario::run(transport, &settings)))?;
         drop(runtime);
-        return report(&result, args.json);
+        return report(&result, &steal_ms, args.json);
     }
-    let full = runtime.block_on(scenario::run(transport, &settings))?;
+    let (full, full_steal_ms) =
+        with_steal(|| runtime.block_on(scenario::run(transport, &settings)))?;
     println!("full speed:\n{}", full.table());
     if !full.passed() {
-        return report(&full, args.json);
+        return report(&full, &full_steal_ms, args.json);
     }
     let half_rate = (full.rows_per_sec / 2.0).floor() as u64;
     let paced = RunSettings {
         rate: Some(half_rate.max(1)),
         ..settings
     };
-    let result = runtime.block_on(scenario::run(transport, &paced))?;
+    let (result, steal_ms) = with_steal(|| runtime.block_on(scenario::run(transport, &paced)))?;
     drop(runtime);
     let mut extra = serde_json::Map::new();
     extra.insert("full_rows_per_sec".into(), full.rows_per_sec.floor().into());
     extra.insert("full_p99_us".into(), full.p99_us.into());
+    extra.insert("full_host_steal_ms".into(), full_steal_ms.into());
     let line = format!(
         "paced to {half_rate} rows/s, half of the full-speed run's {:.0} rows/s",
         full.rows_per_sec.floor()
     );
     println!("half load:");
-    report_with(&result, &[line], extra, args.json)
+    report_with(&result, &[line], extra, &steal_ms, args.json)
 }
 
 fn run_http(args: &HttpArguments) -> anyhow::Result<ExitCode> {
@@ -344,9 +348,9 @@ fn run_http(args: &HttpArguments) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let result = runtime.block_on(nervix_bench::http::run(&settings))?;
+    let (result, steal_ms) = with_steal(|| runtime.block_on(nervix_bench::http::run(&settings)))?;
     drop(runtime);
-    report(&result, args.json)
+    report(&result, &steal_ms, args.json)
 }
 
 fn run_kafka(args: &KafkaArguments) -> anyhow::Result<ExitCode> {
@@ -372,9 +376,9 @@ fn run_kafka(args: &KafkaArguments) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let run = runtime.block_on(nervix_bench::kafka::run(&settings))?;
+    let (run, steal_ms) = with_steal(|| runtime.block_on(nervix_bench::kafka::run(&settings)))?;
     drop(runtime);
-    report_with(&run.result, &run.lines, run.extra, args.json)
+    report_with(&run.result, &run.lines, run.extra, &steal_ms, args.json)
 }
 
 fn run_nexmark(query: &str, args: &NexmarkArguments) -> anyhow::Result<ExitCode> {
@@ -392,7 +396,7 @@ fn run_nexmark(query: &str, args: &NexmarkArguments) -> anyhow::Result<ExitCode>
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let (result, extra) = runtime.block_on(run::bench(&settings))?;
+    let ((result, extra), steal_ms) = with_steal(|| runtime.block_on(run::bench(&settings)))?;
     drop(runtime);
     let line = format!(
         "Nexmark {}: {} bid events generated before timing, replayed; {:.0} events/s on one shard; rows out {} of the reference's {}",
@@ -402,7 +406,7 @@ fn run_nexmark(query: &str, args: &NexmarkArguments) -> anyhow::Result<ExitCode>
         result.rows_out,
         result.matching
     );
-    report_with(&result, &[line], extra, args.json)
+    report_with(&result, &[line], extra, &steal_ms, args.json)
 }
 
 fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::Result<ExitCode> {
@@ -419,11 +423,14 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    let ordered::Ordered {
-        result,
-        extra,
-        diff,
-    } = runtime.block_on(ordered::bench(&settings))?;
+    let (
+        ordered::Ordered {
+            result,
+            extra,
+            diff,
+        },
+        steal_ms,
+    ) = with_steal(|| runtime.block_on(ordered::bench(&settings)))?;
     drop(runtime);
     let line = format!(
         "Nexmark {}: {} events generated before timing, {} of them submitted once in event-time order; \
@@ -438,7 +445,7 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
         result.matching,
         result.batches_not_completed
     );
-    let code = report_with(&result, &[line], extra, args.json)?;
+    let code = report_with(&result, &[line], extra, &steal_ms, args.json)?;
     // A batch that did not complete left its events out of the answer, so a matching count
     // would be a coincidence.
     if result.batches_not_completed > 0 {
@@ -468,21 +475,37 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
 const DIFF_LINES: usize = 200;
 
 /// Prints a run's table (and JSON line); exit 1 when rows out differ from matching rows in.
-fn report(result: &nervix_bench::report::RunResult, json: bool) -> anyhow::Result<ExitCode> {
-    report_with(result, &[], serde_json::Map::new(), json)
+fn report(
+    result: &nervix_bench::report::RunResult,
+    steal_ms: &[u64],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    report_with(result, &[], serde_json::Map::new(), steal_ms, json)
+}
+
+/// Runs `run` and returns what it returned with the milliseconds the host stole from each CPU
+/// meanwhile (see [`Steal`]).
+fn with_steal<T>(run: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Vec<u64>)> {
+    let before = Steal::sample();
+    let value = run()?;
+    Ok((value, before.ms_until(&Steal::sample())))
 }
 
 /// [`report`] with extra lines under the table and extra fields in the JSON object.
 fn report_with(
     result: &nervix_bench::report::RunResult,
     lines: &[String],
-    extra: serde_json::Map<String, serde_json::Value>,
+    mut extra: serde_json::Map<String, serde_json::Value>,
+    steal_ms: &[u64],
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     println!("{}", result.table());
     for line in lines {
         println!("{line}");
     }
+    // The latency tail of a virtual machine follows the time its host took from it.
+    println!("host steal during the run, ms per CPU: {steal_ms:?}");
+    extra.insert("host_steal_ms".into(), steal_ms.into());
     let passed = result.passed();
     if !passed {
         eprintln!(
