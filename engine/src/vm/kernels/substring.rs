@@ -4,7 +4,8 @@
 //! buffer, not row by row, in one of two ways:
 //!
 //! - Needles up to [`SIMD_NEEDLE_MAX_BYTES`] on x86-64: every position of the buffer is tested
-//!   16 at a time with SSE2 (baseline on every x86-64 CPU), one compare per needle byte, into
+//!   64 at a time with AVX-512BW, 32 with AVX2 or 16 with SSE2 (the x86-64 baseline), whichever
+//!   is the widest the CPU has, one compare per needle byte, into
 //!   a bitmap of the positions where the needle starts; then each row asks whether a bit is
 //!   set between its first position and the last one where the needle still fits inside it.
 //!   Neither pass branches on the data (rows of up to 64 candidate positions are one shifted
@@ -12,7 +13,7 @@
 //!   frequent, so a search that stops at each match and walks to its row pays a mispredicted
 //!   branch or a function call per row (memchr's `memmem`, used before for every needle, was
 //!   a third of the shard in the `producer-filter-map` benchmark). Cost: one load, compare and
-//!   AND per needle byte per 16 positions, and 1 bit of scratch per byte of text.
+//!   AND per needle byte per 64 (32, 16) positions, and 1 bit of scratch per byte of text.
 //! - Longer needles and other targets: one `memmem` search from match to match; a match is
 //!   mapped to its row by walking the offsets forward, and the scan jumps to that row's end (a
 //!   row needs one match; a match that runs past its row's end means the row has none, since
@@ -155,39 +156,144 @@ fn any_bit(bits: &[u64], from: usize, count: usize) -> bool {
     bits[last_word] & keep != 0
 }
 
-/// Sets the bits of the match starts in whole 16-position blocks whose needle bytes all lie
-/// inside `text`; returns the first position it did not test.
+/// The vector width a match-start scan uses, widest first; each is tried only where the CPU
+/// has it (checked at run time, a cached flag read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg(target_arch = "x86_64")]
-fn match_starts_simd(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
-    // SAFETY: SSE2 is part of the x86-64 baseline: every CPU this target runs on has it.
-    #[allow(unsafe_code)]
-    unsafe {
-        match_starts_sse2(text, needle, starts)
-    }
+enum Width {
+    /// AVX-512BW: 64 positions per compare, straight into one word of the bitmap.
+    Avx512,
+    /// AVX2: 32 positions per compare.
+    Avx2,
+    /// SSE2 (the x86-64 baseline): 16 positions per compare.
+    Sse2,
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-fn match_starts_sse2(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
-    use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-    };
-    const BLOCK: usize = 16;
+impl Width {
+    fn widest() -> Width {
+        if std::arch::is_x86_feature_detected!("avx512bw") {
+            Width::Avx512
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            Width::Avx2
+        } else {
+            Width::Sse2
+        }
+    }
+}
+
+/// Sets the bits of the match starts in whole blocks whose needle bytes all lie inside
+/// `text`, with the widest vectors the CPU has; returns the first position it did not test.
+#[cfg(target_arch = "x86_64")]
+fn match_starts_simd(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
+    match_starts_with(Width::widest(), text, needle, starts)
+}
+
+/// [`match_starts_simd`] at one width (`width` must be one the CPU has), finishing the
+/// positions a wide block no longer covers with narrower ones.
+#[cfg(target_arch = "x86_64")]
+fn match_starts_with(width: Width, text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
     assert!(
         !needle.is_empty() && needle.len() <= SIMD_NEEDLE_MAX_BYTES,
         "needle length checked by the caller"
     );
+    let mut pos = 0;
+    // SAFETY (all three calls): each runs only where its target feature is present —
+    // AVX-512BW and AVX2 as `width` says (detected at run time), SSE2 always (the x86-64
+    // baseline).
+    #[allow(unsafe_code)]
+    unsafe {
+        if width == Width::Avx512 {
+            pos = match_starts_avx512(text, needle, starts);
+        }
+        if width == Width::Avx2 {
+            pos = match_starts_avx2(text, needle, starts);
+        }
+        match_starts_sse2(text, needle, starts, pos)
+    }
+}
+
+/// 64 positions per block: each needle byte compared into a mask, the masks ANDed; a block
+/// starts at a multiple of 64, so its mask is one word of the bitmap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn match_starts_avx512(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
+    use std::arch::x86_64::{
+        __m512i, _mm512_cmpeq_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
+    };
+    const BLOCK: usize = 64;
+    let mut bytes = [_mm512_set1_epi8(0); SIMD_NEEDLE_MAX_BYTES];
+    for (lane, byte) in bytes.iter_mut().zip(needle) {
+        *lane = _mm512_set1_epi8(*byte as i8);
+    }
+    let bytes = &bytes[..needle.len()];
+    let mut pos = 0usize;
+    while pos + BLOCK + needle.len() - 1 <= text.len() {
+        let mut found = u64::MAX;
+        for (offset, byte) in bytes.iter().enumerate() {
+            // SAFETY: `pos + offset + BLOCK <= pos + BLOCK + needle.len() - 1 <= text.len()`,
+            // so the 64-byte load reads inside `text`; `loadu` takes any alignment.
+            #[allow(unsafe_code)]
+            let lane =
+                unsafe { _mm512_loadu_si512(text.as_ptr().add(pos + offset) as *const __m512i) };
+            found &= _mm512_cmpeq_epi8_mask(lane, *byte);
+        }
+        starts[pos / 64] = found;
+        pos += BLOCK;
+    }
+    pos
+}
+
+/// 32 positions per block; a block starts at a multiple of 32, so its bits stay in one word.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn match_starts_avx2(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_set1_epi8,
+    };
+    const BLOCK: usize = 32;
+    let mut bytes = [_mm256_set1_epi8(0); SIMD_NEEDLE_MAX_BYTES];
+    for (lane, byte) in bytes.iter_mut().zip(needle) {
+        *lane = _mm256_set1_epi8(*byte as i8);
+    }
+    let bytes = &bytes[..needle.len()];
+    let mut pos = 0usize;
+    while pos + BLOCK + needle.len() - 1 <= text.len() {
+        let mut all = _mm256_set1_epi8(-1);
+        for (offset, byte) in bytes.iter().enumerate() {
+            // SAFETY: as in `match_starts_avx512`, with 32-byte loads.
+            #[allow(unsafe_code)]
+            let lane =
+                unsafe { _mm256_loadu_si256(text.as_ptr().add(pos + offset) as *const __m256i) };
+            all = _mm256_and_si256(all, _mm256_cmpeq_epi8(lane, *byte));
+        }
+        let found = _mm256_movemask_epi8(all) as u32 as u64;
+        starts[pos / 64] |= found << (pos % 64);
+        pos += BLOCK;
+    }
+    pos
+}
+
+/// 16 positions per block from `from` (a multiple of 16).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn match_starts_sse2(text: &[u8], needle: &[u8], starts: &mut [u64], from: usize) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+    };
+    const BLOCK: usize = 16;
+    debug_assert_eq!(from % BLOCK, 0);
     let mut bytes = [_mm_set1_epi8(0); SIMD_NEEDLE_MAX_BYTES];
     for (lane, byte) in bytes.iter_mut().zip(needle) {
         *lane = _mm_set1_epi8(*byte as i8);
     }
     let bytes = &bytes[..needle.len()];
-    let mut pos = 0usize;
+    let mut pos = from;
     while pos + BLOCK + needle.len() - 1 <= text.len() {
         let mut all = _mm_set1_epi8(-1);
         for (offset, byte) in bytes.iter().enumerate() {
-            // SAFETY: `pos + offset + BLOCK <= pos + BLOCK + needle.len() - 1 <= text.len()`,
-            // so the 16-byte load reads inside `text`; `loadu` takes any alignment.
+            // SAFETY: as in `match_starts_avx512`, with 16-byte loads.
             #[allow(unsafe_code)]
             let lane =
                 unsafe { _mm_loadu_si128(text.as_ptr().add(pos + offset) as *const __m128i) };
@@ -220,6 +326,46 @@ mod tests {
             .iter()
             .map(|v| v.map(|v| v.contains(needle)))
             .collect()
+    }
+
+    /// Every vector width this CPU has finds exactly the match starts a plain scan finds,
+    /// whatever the text length (so every mix of wide blocks, narrow blocks and scalar tail).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_vector_width_finds_the_same_match_starts() {
+        let widths = [Width::Avx512, Width::Avx2, Width::Sse2];
+        let available = match Width::widest() {
+            Width::Avx512 => &widths[..],
+            Width::Avx2 => &widths[1..],
+            Width::Sse2 => &widths[2..],
+        };
+        let text: Vec<u8> = (0..700u32)
+            .map(|i| b"nervix n"[(i.wrapping_mul(2_654_435_761) >> 29) as usize])
+            .collect();
+        for needle in [&b"n"[..], b"nervix", b"x n", b"nervix nervix ne"] {
+            for len in (0..text.len()).step_by(7) {
+                let text = &text[..len];
+                let mut expected = vec![0u64; len / 64 + 2];
+                for at in 0..=len.saturating_sub(needle.len()) {
+                    if len >= needle.len() && &text[at..at + needle.len()] == needle {
+                        expected[at / 64] |= 1 << (at % 64);
+                    }
+                }
+                for width in available {
+                    let mut starts = vec![0u64; len / 64 + 2];
+                    let tested = match_starts_with(*width, text, needle, &mut starts);
+                    for at in tested..=len.saturating_sub(needle.len()) {
+                        if len >= needle.len() && &text[at..at + needle.len()] == needle {
+                            starts[at / 64] |= 1 << (at % 64);
+                        }
+                    }
+                    assert_eq!(
+                        starts, expected,
+                        "{width:?}, needle {needle:?}, {len} bytes"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
