@@ -207,7 +207,7 @@ fn match_starts_with(width: Width, text: &[u8], needle: &[u8], starts: &mut [u64
             pos = match_starts_avx512(text, needle, starts);
         }
         if width == Width::Avx2 {
-            pos = match_starts_avx2(text, needle, starts);
+            pos = match_starts_avx2(text, needle, starts, 0);
         }
         match_starts_sse2(text, needle, starts, pos)
     }
@@ -244,68 +244,64 @@ fn match_starts_avx512(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize 
     pos
 }
 
-/// 32 positions per block; a block starts at a multiple of 32, so its bits stay in one word.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn match_starts_avx2(text: &[u8], needle: &[u8], starts: &mut [u64]) -> usize {
-    use std::arch::x86_64::{
-        __m256i, _mm256_and_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
-        _mm256_set1_epi8,
-    };
-    const BLOCK: usize = 32;
-    let mut bytes = [_mm256_set1_epi8(0); SIMD_NEEDLE_MAX_BYTES];
-    for (lane, byte) in bytes.iter_mut().zip(needle) {
-        *lane = _mm256_set1_epi8(*byte as i8);
-    }
-    let bytes = &bytes[..needle.len()];
-    let mut pos = 0usize;
-    while pos + BLOCK + needle.len() - 1 <= text.len() {
-        let mut all = _mm256_set1_epi8(-1);
-        for (offset, byte) in bytes.iter().enumerate() {
-            // SAFETY: as in `match_starts_avx512`, with 32-byte loads.
-            #[allow(unsafe_code)]
-            let lane =
-                unsafe { _mm256_loadu_si256(text.as_ptr().add(pos + offset) as *const __m256i) };
-            all = _mm256_and_si256(all, _mm256_cmpeq_epi8(lane, *byte));
+/// Defines a match-start scan over `$block`-position blocks from `from` (a multiple of
+/// `$block`) with one family of byte-compare intrinsics whose `movemask` yields one bit per
+/// position. Blocks start at multiples of their width, so a block's bits never straddle two
+/// words of the bitmap.
+macro_rules! movemask_scan {
+    ($name:ident, $feature:literal, $block:literal, $vector:ident, $set1:ident, $load:ident,
+     $cmpeq:ident, $and:ident, $movemask:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        fn $name(text: &[u8], needle: &[u8], starts: &mut [u64], from: usize) -> usize {
+            use std::arch::x86_64::{$and, $cmpeq, $load, $movemask, $set1, $vector};
+            const BLOCK: usize = $block;
+            debug_assert_eq!(from % BLOCK, 0);
+            let mut bytes = [$set1(0); SIMD_NEEDLE_MAX_BYTES];
+            for (lane, byte) in bytes.iter_mut().zip(needle) {
+                *lane = $set1(*byte as i8);
+            }
+            let bytes = &bytes[..needle.len()];
+            let mut pos = from;
+            while pos + BLOCK + needle.len() - 1 <= text.len() {
+                let mut all = $set1(-1);
+                for (offset, byte) in bytes.iter().enumerate() {
+                    // SAFETY: as in `match_starts_avx512`, with `BLOCK`-byte loads.
+                    #[allow(unsafe_code)]
+                    let lane = unsafe { $load(text.as_ptr().add(pos + offset) as *const $vector) };
+                    all = $and(all, $cmpeq(lane, *byte));
+                }
+                let found = $movemask(all) as u32 as u64;
+                starts[pos / 64] |= found << (pos % 64);
+                pos += BLOCK;
+            }
+            pos
         }
-        let found = _mm256_movemask_epi8(all) as u32 as u64;
-        starts[pos / 64] |= found << (pos % 64);
-        pos += BLOCK;
-    }
-    pos
+    };
 }
 
-/// 16 positions per block from `from` (a multiple of 16).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-fn match_starts_sse2(text: &[u8], needle: &[u8], starts: &mut [u64], from: usize) -> usize {
-    use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-    };
-    const BLOCK: usize = 16;
-    debug_assert_eq!(from % BLOCK, 0);
-    let mut bytes = [_mm_set1_epi8(0); SIMD_NEEDLE_MAX_BYTES];
-    for (lane, byte) in bytes.iter_mut().zip(needle) {
-        *lane = _mm_set1_epi8(*byte as i8);
-    }
-    let bytes = &bytes[..needle.len()];
-    let mut pos = from;
-    while pos + BLOCK + needle.len() - 1 <= text.len() {
-        let mut all = _mm_set1_epi8(-1);
-        for (offset, byte) in bytes.iter().enumerate() {
-            // SAFETY: as in `match_starts_avx512`, with 16-byte loads.
-            #[allow(unsafe_code)]
-            let lane =
-                unsafe { _mm_loadu_si128(text.as_ptr().add(pos + offset) as *const __m128i) };
-            all = _mm_and_si128(all, _mm_cmpeq_epi8(lane, *byte));
-        }
-        // Blocks start at multiples of 16, so a block's 16 bits never straddle two words.
-        let found = _mm_movemask_epi8(all) as u32 as u64;
-        starts[pos / 64] |= found << (pos % 64);
-        pos += BLOCK;
-    }
-    pos
-}
+movemask_scan!(
+    match_starts_avx2,
+    "avx2",
+    32,
+    __m256i,
+    _mm256_set1_epi8,
+    _mm256_loadu_si256,
+    _mm256_cmpeq_epi8,
+    _mm256_and_si256,
+    _mm256_movemask_epi8
+);
+movemask_scan!(
+    match_starts_sse2,
+    "sse2",
+    16,
+    __m128i,
+    _mm_set1_epi8,
+    _mm_loadu_si128,
+    _mm_cmpeq_epi8,
+    _mm_and_si128,
+    _mm_movemask_epi8
+);
 
 #[cfg(not(target_arch = "x86_64"))]
 fn match_starts_simd(_text: &[u8], _needle: &[u8], _starts: &mut [u64]) -> usize {
