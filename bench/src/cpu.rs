@@ -90,7 +90,7 @@ impl Threads {
 /// metal). A virtual machine's latency tail follows it: a vCPU the host preempts for 20 ms
 /// stalls whatever it was running for 20 ms, which no code inside the machine can prevent, so
 /// every run reports how much was taken from it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct Steal(Vec<u64>);
 
 impl Steal {

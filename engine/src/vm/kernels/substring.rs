@@ -197,19 +197,17 @@ fn match_starts_with(width: Width, text: &[u8], needle: &[u8], starts: &mut [u64
         !needle.is_empty() && needle.len() <= SIMD_NEEDLE_MAX_BYTES,
         "needle length checked by the caller"
     );
-    let mut pos = 0;
     // SAFETY (all three calls): each runs only where its target feature is present —
     // AVX-512BW and AVX2 as `width` says (detected at run time), SSE2 always (the x86-64
     // baseline).
     #[allow(unsafe_code)]
     unsafe {
-        if width == Width::Avx512 {
-            pos = match_starts_avx512(text, needle, starts);
-        }
-        if width == Width::Avx2 {
-            pos = match_starts_avx2(text, needle, starts, 0);
-        }
-        match_starts_sse2(text, needle, starts, pos)
+        let wide_end = match width {
+            Width::Avx512 => match_starts_avx512(text, needle, starts),
+            Width::Avx2 => match_starts_avx2(text, needle, starts, 0),
+            Width::Sse2 => 0,
+        };
+        match_starts_sse2(text, needle, starts, wide_end)
     }
 }
 
