@@ -344,8 +344,13 @@ fn flush_policy(flush: Option<&Flush>) -> FlushPolicy {
             interval_ns: interval.nanos,
             max_batch_bytes: max_batch_size.bytes,
         },
-        // Routes without FLUSH (validation requires one where it matters) leave at once.
-        Some(Flush::Immediate) | None => FlushPolicy::Immediate,
+        Some(Flush::Immediate) => FlushPolicy::Immediate,
+        // Routes that take no FLUSH (window processors: the window decides when a record
+        // exists) publish what they build at once.
+        None => FlushPolicy::Each {
+            interval_ns: 0,
+            max_batch_bytes: 0,
+        },
     }
 }
 
@@ -543,4 +548,22 @@ pub(crate) fn compile_emitter(
         flush: flush_policy(Some(&create.flush)),
         on_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use nervix_shards::flush::{Chunk, Now, RouteFlusher};
+
+    use super::*;
+
+    #[test]
+    fn a_route_without_flush_publishes_every_append_at_once() {
+        let mut buffer = RouteFlusher::new(flush_policy(None));
+        for (bytes, rows) in [(8, 1), (1, 1), (4_096, 512)] {
+            let actions = buffer.append(Chunk::new(bytes, rows), Now::new(0, 0));
+            assert!(!actions.before.is_flush(), "nothing was waiting");
+            assert!(actions.after.is_flush(), "{rows} rows left at once");
+            assert_eq!(buffer.next_deadline(), None, "nothing stays buffered");
+        }
+    }
 }
