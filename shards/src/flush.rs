@@ -59,6 +59,15 @@ pub enum FlushPolicy {
     Immediate,
 }
 
+impl FlushPolicy {
+    /// Every append leaves as it arrives (a zero interval and a zero byte bound): the policy of
+    /// routes that take no `FLUSH` clause, whose node decides when a record exists.
+    pub const AT_ONCE: FlushPolicy = FlushPolicy::Each {
+        interval_ns: 0,
+        max_batch_bytes: 0,
+    };
+}
+
 /// The size of an append, or of a buffered or flushed batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Chunk {

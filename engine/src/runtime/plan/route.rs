@@ -347,10 +347,7 @@ fn flush_policy(flush: Option<&Flush>) -> FlushPolicy {
         Some(Flush::Immediate) => FlushPolicy::Immediate,
         // Routes that take no FLUSH (window processors: the window decides when a record
         // exists) publish what they build at once.
-        None => FlushPolicy::Each {
-            interval_ns: 0,
-            max_batch_bytes: 0,
-        },
+        None => FlushPolicy::AT_ONCE,
     }
 }
 
