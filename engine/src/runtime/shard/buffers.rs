@@ -121,6 +121,14 @@ impl RouteBuffers {
         }
     }
 
+    /// Whether an appended group would leave at once as its own frame: the route's policy
+    /// flushes every append ([`FlushPolicy::AT_ONCE`]) and no buffer holds rows (one adopted by
+    /// a policy change is flushed when the change is applied), so nothing older can be
+    /// overtaken.
+    pub fn publishes_at_once(&self) -> bool {
+        self.policy == FlushPolicy::AT_ONCE && self.buffers.is_empty()
+    }
+
     pub fn buffered_branches(&self) -> usize {
         self.buffers.len()
     }
@@ -457,6 +465,21 @@ mod due_index_tests {
             &mut out,
         );
         out
+    }
+
+    #[test]
+    fn a_route_publishes_at_once_only_under_at_once_with_nothing_buffered() {
+        let mut route = buffers(u64::MAX);
+        assert!(!route.publishes_at_once(), "FLUSH EACH buffers");
+        assert!(append(&mut route, 7, at(0)).is_empty());
+        // A policy change to AT_ONCE flushes what was buffered before anything leaves at once,
+        // so a group published directly never overtakes older rows of its branch.
+        let mut out = Vec::new();
+        route.set_policy(FlushPolicy::AT_ONCE, at(1), &mut out);
+        assert_eq!(out.len(), 1, "the buffered row left with the change");
+        assert!(route.publishes_at_once());
+        let immediate = RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::OnePerFlush);
+        assert!(!immediate.publishes_at_once());
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use arrow_array::{Array, ArrayRef, UInt32Array};
 use nervix_shards::branch_key::BranchKey;
-use nervix_shards::flush::FlushPolicy;
 
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::exec::error_record;
@@ -70,9 +69,14 @@ impl Graph {
                 None => crate::runtime::frame::take_times(times, &group.input_rows),
             };
             grouped_offset += group.input_rows.len();
-            if route.flush == FlushPolicy::AT_ONCE {
-                // Nothing is ever buffered under this policy: the group is its own frame, with
-                // no route buffer opened and closed around it.
+            let openings = &mut self.buffers_opened;
+            let node_state = match node {
+                NodeRef::Ingestor(i) => &mut self.ingestors[i],
+                NodeRef::Processor(i) => &mut self.processors[i],
+                NodeRef::Emitter(i) => &mut self.emitters[i],
+            };
+            if node_state.routes[route_index].publishes_at_once() {
+                // The group is its own frame, with no route buffer opened and closed around it.
                 flushed.push(Frame {
                     batch: group.batch,
                     key: group.key,
@@ -81,12 +85,6 @@ impl Graph {
                 });
                 continue;
             }
-            let openings = &mut self.buffers_opened;
-            let node_state = match node {
-                NodeRef::Ingestor(i) => &mut self.ingestors[i],
-                NodeRef::Processor(i) => &mut self.processors[i],
-                NodeRef::Emitter(i) => &mut self.emitters[i],
-            };
             let deadline = node_state.routes[route_index].append(
                 group.key,
                 group.batch,
