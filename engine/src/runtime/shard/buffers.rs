@@ -8,7 +8,9 @@
 //! joins consecutive parts until the frame holds [`OWN_FRAME_MIN_ROWS`] rows, so a part that
 //! large leaves as it came: copying it into a bigger batch costs more than the frame it saves
 //! the next node, and a frame of one payload needs no per-row acknowledgement bookkeeping
-//! downstream. Rows keep their order either way; the frames of one flush leave together.
+//! downstream. Rows keep their order either way; the frames of one flush leave together. A
+//! route whose policy flushes every append (`FlushPolicy::AT_ONCE`: routes without FLUSH, such
+//! as a window's) opens no buffer at all: each append leaves as its own frame.
 //!
 //! Which buffers are due: a min-heap of (deadline, branch) entries ordered by deadline,
 //! pushed whenever a buffer arms a deadline, so a tick visits only the buffers whose deadline
@@ -121,11 +123,11 @@ impl RouteBuffers {
         }
     }
 
-    /// Whether an appended group would leave at once as its own frame: the route's policy
+    /// Whether an append leaves at once as its own frame, without a buffer: the route's policy
     /// flushes every append ([`FlushPolicy::AT_ONCE`]) and no buffer holds rows (one adopted by
     /// a policy change is flushed when the change is applied), so nothing older can be
     /// overtaken.
-    pub fn publishes_at_once(&self) -> bool {
+    fn publishes_at_once(&self) -> bool {
         self.policy == FlushPolicy::AT_ONCE && self.buffers.is_empty()
     }
 
@@ -148,6 +150,16 @@ impl RouteBuffers {
         openings: &mut u64,
         out: &mut Vec<Frame>,
     ) -> Option<nervix_shards::flush::Deadline> {
+        if self.publishes_at_once() {
+            // No buffer is opened and closed around a group that leaves as it came.
+            out.push(Frame {
+                batch,
+                key,
+                acks: runs,
+                times,
+            });
+            return None;
+        }
         let chunk = Chunk::new(logical_bytes(&batch), batch.num_rows() as u64);
         let policy = self.policy;
         let opened = *openings;
@@ -478,6 +490,12 @@ mod due_index_tests {
         route.set_policy(FlushPolicy::AT_ONCE, at(1), &mut out);
         assert_eq!(out.len(), 1, "the buffered row left with the change");
         assert!(route.publishes_at_once());
+        assert_eq!(
+            append(&mut route, 7, at(2)).len(),
+            1,
+            "a row leaves as it comes"
+        );
+        assert_eq!(route.buffered_branches(), 0, "no buffer was opened for it");
         let immediate = RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::OnePerFlush);
         assert!(!immediate.publishes_at_once());
     }

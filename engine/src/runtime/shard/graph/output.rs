@@ -75,16 +75,6 @@ impl Graph {
                 NodeRef::Processor(i) => &mut self.processors[i],
                 NodeRef::Emitter(i) => &mut self.emitters[i],
             };
-            if node_state.routes[route_index].publishes_at_once() {
-                // The group is its own frame, with no route buffer opened and closed around it.
-                flushed.push(Frame {
-                    batch: group.batch,
-                    key: group.key,
-                    acks: runs,
-                    times: group_times,
-                });
-                continue;
-            }
             let deadline = node_state.routes[route_index].append(
                 group.key,
                 group.batch,
