@@ -207,6 +207,7 @@ async fn run_in(settings: &HttpSettings, data_dir: &std::path::Path) -> anyhow::
         p99_us: histogram.value_at_quantile(0.99) as f64 / 1000.0,
         max_us: histogram.max() as f64 / 1000.0,
         latency_method: "per request after a warm-up of min(1 s, a quarter of the run): first byte written → complete response",
+        tail: None,
         rss_bytes: peak_rss_bytes(),
     })
 }

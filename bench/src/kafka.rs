@@ -714,6 +714,7 @@ fn result(
         p99_us: 0.0,
         max_us: 0.0,
         latency_method: "none measured (p50/p99/max are 0): the input is produced before timing, so produce→output time would be time spent waiting in the topic",
+        tail: None,
         rss_bytes: peak_rss_bytes(),
     };
     let mut extra = Map::new();

@@ -526,6 +526,9 @@ fn report_with(
         result.rows_out,
         result.matching
     );
+    if let Some(tail) = &result.tail {
+        println!("{}", tail.line());
+    }
     if json {
         let mut object = result.to_json();
         if let Some(fields) = object.as_object_mut() {

@@ -36,7 +36,43 @@ pub struct RunResult {
     pub max_us: f64,
     /// How latency was sampled.
     pub latency_method: &'static str,
+    /// Beyond p99, for the scenarios that time every row (None for the others).
+    pub tail: Option<LatencyTail>,
     pub rss_bytes: u64,
+}
+
+/// The latency tail past the median, and where in time the rows over [`SLOW_ROW_US`] fell:
+/// a few dense slots are stalls (the host took a CPU, the shard caught up), many thin ones a
+/// wide distribution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatencyTail {
+    pub p90_us: f64,
+    pub p999_us: f64,
+    /// Rows whose latency exceeded [`SLOW_ROW_US`].
+    pub rows_over_1ms: u64,
+    /// Of the [`SLOT_MS`] slots of the measured span (by receive time), those holding such a
+    /// row, and all of them.
+    pub slots_over_1ms: u64,
+    pub slots: u64,
+}
+
+/// The latency a row is counted slow above: DESIGN §10's p99 target.
+pub const SLOW_ROW_US: u64 = 1_000;
+/// The width of the time slots slow rows are placed in.
+pub const SLOT_MS: u64 = 50;
+
+impl LatencyTail {
+    /// The human line under the table.
+    pub fn line(&self) -> String {
+        format!(
+            "tail: p90 {:.1} µs, p99.9 {:.1} µs; {} rows over {SLOW_ROW_US} µs, in {} of {} {SLOT_MS} ms slots",
+            floor1(self.p90_us),
+            floor1(self.p999_us),
+            self.rows_over_1ms,
+            self.slots_over_1ms,
+            self.slots
+        )
+    }
 }
 
 /// The spin before parking that applies to a node started with `pin` and `spin_us`.
@@ -54,7 +90,7 @@ impl RunResult {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut object = json!({
             "scenario": self.scenario,
             "shards": self.shards,
             "seconds": self.seconds,
@@ -81,7 +117,15 @@ impl RunResult {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
-        })
+        });
+        if let (Some(tail), Some(fields)) = (&self.tail, object.as_object_mut()) {
+            fields.insert("p90_us".into(), round3(tail.p90_us).into());
+            fields.insert("p999_us".into(), round3(tail.p999_us).into());
+            fields.insert("rows_over_1ms".into(), tail.rows_over_1ms.into());
+            fields.insert("slots_over_1ms".into(), tail.slots_over_1ms.into());
+            fields.insert("slots_50ms".into(), tail.slots.into());
+        }
+        object
     }
 
     /// The human table: a header and one row.

@@ -28,7 +28,7 @@ use nervix::net::session::frame::{ConsumerRefusal, OpenRefusal, Outcome};
 use nervix::runtime::in_process::{InProcessConsumer, InProcessError, InProcessProducer};
 
 use crate::gen::{self, RingBatch, NEEDLE};
-use crate::report::{peak_rss_bytes, RunResult};
+use crate::report::{peak_rss_bytes, LatencyTail, RunResult, SLOT_MS, SLOW_ROW_US};
 
 /// The scenarios, as `nervix-bench list` prints them.
 pub const SCENARIOS: [(&str, &str); 2] = [
@@ -242,6 +242,45 @@ struct Consumed {
     rows_out: u64,
     deliveries: u64,
     histogram: Histogram<u64>,
+    slow: SlowRows,
+}
+
+/// The most [`SLOT_MS`] slots a run places slow rows in (an hour); later rows count in the
+/// last slot.
+const MAX_SLOTS: usize = 72_000;
+
+/// Where in the measured span the rows over [`SLOW_ROW_US`] were received, by [`SLOT_MS`] slot.
+#[derive(Default)]
+struct SlowRows {
+    rows: u64,
+    /// Per slot, whether a slow row was received in it; as long as the latest slot any
+    /// measured row was received in.
+    slots: Vec<bool>,
+}
+
+impl SlowRows {
+    fn record(&mut self, received_after_ns: i64, latency_ns: u64, rows: u64) {
+        let slot = usize::try_from(received_after_ns / (SLOT_MS as i64 * 1_000_000))
+            .unwrap_or(0)
+            .min(MAX_SLOTS - 1);
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, false);
+        }
+        if latency_ns > SLOW_ROW_US * 1_000 {
+            self.rows += rows;
+            self.slots[slot] = true;
+        }
+    }
+
+    fn tail(&self, histogram: &Histogram<u64>) -> LatencyTail {
+        LatencyTail {
+            p90_us: histogram.value_at_quantile(0.90) as f64 / 1000.0,
+            p999_us: histogram.value_at_quantile(0.999) as f64 / 1000.0,
+            rows_over_1ms: self.rows,
+            slots_over_1ms: self.slots.iter().filter(|slow| **slow).count() as u64,
+            slots: self.slots.len() as u64,
+        }
+    }
 }
 
 /// Shared between the producer and consumer futures of one task.
@@ -320,6 +359,7 @@ async fn run_in(
         p99_us: histogram.value_at_quantile(0.99) as f64 / 1000.0,
         max_us: histogram.max() as f64 / 1000.0,
         latency_method: "every row sent after a warm-up of min(1 s, a quarter of the run): receive time − sent_ns, record_n per run of equal sent_ns",
+        tail: Some(consumed.slow.tail(histogram)),
         rss_bytes: peak_rss_bytes(),
     };
     if let Some(failure) = produced.first_failure {
@@ -593,6 +633,7 @@ fn account(
 async fn consume(consumer: &mut impl Receive, stop: &Stop) -> anyhow::Result<Consumed> {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, HIST_MAX_NS, 3)
         .map_err(|e| anyhow!("cannot create the latency histogram: {e}"))?;
+    let mut slow = SlowRows::default();
     let mut rows_out: u64 = 0;
     let mut deliveries: u64 = 0;
     let mut reached_at: Option<Instant> = None;
@@ -619,19 +660,21 @@ async fn consume(consumer: &mut impl Receive, stop: &Stop) -> anyhow::Result<Con
         let received = now_ns();
         deliveries += 1;
         rows_out += batch.num_rows() as u64;
-        record_latency(&mut histogram, &batch, received)?;
+        record_latency(&mut histogram, &mut slow, &batch, received)?;
         consumer.ack(seq).await?;
     }
     Ok(Consumed {
         rows_out,
         deliveries,
         histogram,
+        slow,
     })
 }
 
 /// Records every row's latency: runs of equal `sent_ns` with one `record_n`.
 fn record_latency(
     histogram: &mut Histogram<u64>,
+    slow: &mut SlowRows,
     batch: &RecordBatch,
     received_ns: i64,
 ) -> anyhow::Result<()> {
@@ -656,10 +699,38 @@ fn record_latency(
             continue;
         }
         let latency = (received_ns - value).clamp(1, HIST_MAX_NS as i64) as u64;
+        slow.record(received_ns - measure_from, latency, (j - i) as u64);
         histogram
             .record_n(latency, (j - i) as u64)
             .map_err(|e| anyhow!("cannot record a latency: {e}"))?;
         i = j;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod slow_rows_tests {
+    use super::{SlowRows, MAX_SLOTS};
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn slow_rows_land_in_the_slot_of_their_receive_time() {
+        let histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+            .expect("histogram");
+        let mut slow = SlowRows::default();
+        slow.record(0, 500_000, 10); // fast, slot 0
+        slow.record(49 * MS, 1_000_001, 3); // slow, slot 0
+        slow.record(120 * MS, 1_000_000, 4); // exactly 1 ms is not over it, slot 2
+        slow.record(260 * MS, 7_000_000, 5); // slow, slot 5
+        let tail = slow.tail(&histogram);
+        assert_eq!(tail.rows_over_1ms, 8);
+        assert_eq!(tail.slots_over_1ms, 2);
+        assert_eq!(tail.slots, 6, "slots 0..=5 of the span");
+        // A row past the bound counts in the last slot instead of growing the list.
+        slow.record(i64::MAX, 2_000_000, 1);
+        let tail = slow.tail(&histogram);
+        assert_eq!(tail.slots, MAX_SLOTS as u64);
+        assert_eq!(tail.slots_over_1ms, 3);
+    }
 }

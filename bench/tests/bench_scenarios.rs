@@ -137,6 +137,26 @@ fn half_load_paces_the_second_run_to_half_the_first_runs_rate() {
     );
     assert_eq!(rate, (full / 2.0).floor() as u64, "{result}");
     assert_eq!(result["rows_out"], result["matching"], "{result}");
+    // The tail: quantiles in order, slow rows placed in the slots of the measured span.
+    let number = |field: &str| {
+        result[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no `{field}` in {result}"))
+    };
+    assert!(
+        number("p50_us") <= number("p90_us")
+            && number("p90_us") <= number("p99_us")
+            && number("p99_us") <= number("p999_us"),
+        "{result}"
+    );
+    let (slow_rows, slow_slots, slots) = (
+        number("rows_over_1ms"),
+        number("slots_over_1ms"),
+        number("slots_50ms"),
+    );
+    assert!(slots >= 1.0 && slow_slots <= slots, "{result}");
+    assert_eq!(slow_rows == 0.0, slow_slots == 0.0, "{result}");
+    assert!(slow_rows <= number("rows_out"), "{result}");
     let refused = bench()
         .args(["producer-filter-map", "--half-load", "--rate", "1000"])
         .output()

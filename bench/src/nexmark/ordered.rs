@@ -168,6 +168,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         p99_us: 0.0,
         max_us: 0.0,
         latency_method: "not measured (a window's or correlation's output row has no single input batch to time from)",
+        tail: None,
         rss_bytes: peak_rss_bytes(),
     };
     let floor3 = |x: f64| (x * 1000.0).floor() / 1000.0;

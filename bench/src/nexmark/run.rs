@@ -588,6 +588,7 @@ pub async fn bench(settings: &BenchSettings) -> anyhow::Result<(RunResult, Map<S
         p99_us: histogram.value_at_quantile(0.99) as f64 / 1000.0,
         max_us: histogram.max() as f64 / 1000.0,
         latency_method: "every output row of a batch sent after a warm-up of min(1 s, a quarter of the run): receive time − its input batch's submit time (rows matched to batches by order on one shard)",
+        tail: None,
         rss_bytes: peak_rss_bytes(),
     };
     let mut extra = Map::new();
