@@ -14,16 +14,12 @@ set -euo pipefail
 rounds=$1 a=$2 b=$3
 shift 3
 fields=${FIELDS:-rows_per_sec p99_us host_steal_ms}
+here=$(dirname "$0")
 
 run() {
   local round=$1 build=$2 line
   # shellcheck disable=SC2086 # FIELDS is a list of words
-  line=$("$build" "${@:3}" --json 2>/dev/null | python3 -c '
-import json, sys
-record = json.loads(sys.stdin.read().strip().splitlines()[-1])
-def show(v):
-    return "/".join(str(x) for x in v) if isinstance(v, list) else str(v)
-print(" ".join(show(record.get(k)) for k in sys.argv[1:]))' $fields)
+  line=$("$build" "${@:3}" --json 2>/dev/null | python3 "$here/json_fields.py" $fields)
   echo "$round $build $line"
 }
 
