@@ -6,8 +6,9 @@
 # A round is one `producer-filter-map-inproc --seconds 8 --shards 1` run (≥ 20 M rows/s) and one
 # `producer-filter-map --seconds 8 --shards 1 --batch-rows 1024 --half-load --pin` run (full speed
 # over loopback ≥ 5 M rows/s, then p99 ≤ 1 ms at half that rate). Prints one markdown table row
-# per round and how many rounds met each target. BENCH defaults to the release build of
-# nervix-bench in CARGO_TARGET_DIR (or ./target). Needs python3 to read the JSON lines.
+# per round (with a 2 s `host-gaps` probe of the machine before it) and how many rounds met each
+# target. BENCH defaults to the release build of nervix-bench in CARGO_TARGET_DIR (or ./target).
+# Needs python3 to read the JSON lines.
 set -euo pipefail
 
 rounds=${1:-4}
@@ -19,17 +20,21 @@ fields() { python3 "$here/json_fields.py" "$@"; }
 at_least() { awk -v x="$1" -v bound="$2" 'BEGIN { exit !(x + 0 >= bound + 0) }'; }
 at_most() { awk -v x="$1" -v bound="$2" 'BEGIN { exit !(x + 0 <= bound + 0) }'; }
 
-echo "| round | in-process rows/s | its steal ms | loopback rows/s | its steal ms | half-load p50 µs | p99 µs | max µs | 50 ms slots with a row > 1 ms | half-load steal ms |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| round | host gaps ≥ 400 µs in 2 s, per CPU | in-process rows/s | its steal ms | loopback rows/s | its steal ms | half-load p50 µs | p99 µs | max µs | 50 ms slots with a row > 1 ms | half-load steal ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 met_inproc=0 met_loopback=0 met_p99=0
 for round in $(seq "$rounds"); do
+  # Gaps of 400 µs or more per CPU: every bucket of host-gaps but the first.
+  host_gaps=$("$bench" host-gaps --seconds 2 --json 2>/dev/null | tail -1 | python3 -c '
+import json, sys
+print("/".join(str(sum(c["buckets"][1:])) for c in json.loads(sys.stdin.read())["cpus"]))')
   read -r inproc inproc_steal < <("$bench" producer-filter-map-inproc --seconds 8 --shards 1 --json 2>/dev/null \
     | fields rows_per_sec host_steal_ms)
   read -r full full_steal p50 p99 max slow_slots slots half_steal < <("$bench" producer-filter-map --seconds 8 \
     --shards 1 --batch-rows 1024 --half-load --pin --json 2>/dev/null \
     | fields full_rows_per_sec full_host_steal_ms p50_us p99_us max_us slots_over_1ms slots_50ms \
       host_steal_ms)
-  echo "| $round | $inproc | $inproc_steal | $full | $full_steal | $p50 | $p99 | $max | $slow_slots of $slots | $half_steal |"
+  echo "| $round | $host_gaps | $inproc | $inproc_steal | $full | $full_steal | $p50 | $p99 | $max | $slow_slots of $slots | $half_steal |"
   at_least "$inproc" 20e6 && met_inproc=$((met_inproc + 1))
   at_least "$full" 5e6 && met_loopback=$((met_loopback + 1))
   at_most "$p99" 1000 && met_p99=$((met_p99 + 1))

@@ -14,11 +14,13 @@
 //! `kafka-filter-map` ([`kafka`]): a Kafka topic → KAFKA TOPIC INGESTOR filter+map → KAFKA
 //! TOPIC EMITTER → topic, against librdkafka's mock cluster in a process of its own; and
 //! Nexmark ([`nexmark`]): the generator, the NSPL ports, their reference answers and
-//! `nexmark-q0|q1|q2`.
+//! `nexmark-q0|q1|q2`; and `host-gaps` ([`host_gaps`]), a probe of how long the machine
+//! takes a CPU away from a thread that never sleeps.
 
 pub mod compare;
 pub mod cpu;
 pub mod gen;
+pub mod host_gaps;
 pub mod http;
 pub mod kafka;
 pub mod nexmark;

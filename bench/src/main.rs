@@ -70,6 +70,10 @@ enum Command {
     /// Nexmark q8 (new sellers per tumbling window; persons and auctions), as nexmark-q5 runs it.
     #[command(name = "nexmark-q8")]
     NexmarkQ8(NexmarkOrderedArguments),
+    /// Probe the machine: pinned threads that never sleep report every stretch they did not
+    /// run (host preemption, steal) — the floor under any latency tail measured here.
+    #[command(name = "host-gaps")]
+    HostGaps(HostGapsArguments),
     /// Compare a run's JSON with a baseline's (JSON-lines files: the last record per scenario).
     Compare(CompareArguments),
     /// List the scenarios.
@@ -222,6 +226,22 @@ struct KafkaBrokerArguments {
 }
 
 #[derive(Args)]
+struct HostGapsArguments {
+    /// How long each thread spins, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// The CPUs to probe, one spinning thread each (default: every CPU this process may use).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// The shortest gap reported, in µs.
+    #[arg(long, default_value_t = 250)]
+    threshold_us: u64,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct CompareArguments {
     /// The baseline: a JSON result or JSON lines (e.g. perf/history.jsonl).
     baseline: std::path::PathBuf,
@@ -257,6 +277,7 @@ fn main() -> ExitCode {
         Command::NexmarkQ5(run) => run_nexmark_ordered("q5", &run),
         Command::NexmarkQ7(run) => run_nexmark_ordered("q7", &run),
         Command::NexmarkQ8(run) => run_nexmark_ordered("q8", &run),
+        Command::HostGaps(args) => run_host_gaps(&args),
         Command::Compare(args) => run_compare(&args),
         Command::List => {
             for (name, what) in scenario::SCENARIOS
@@ -541,6 +562,34 @@ fn report_with(
     } else {
         ExitCode::from(1)
     })
+}
+
+fn run_host_gaps(args: &HostGapsArguments) -> anyhow::Result<ExitCode> {
+    let cpus = if args.cpus.is_empty() {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+    } else {
+        args.cpus.clone()
+    };
+    let (per_cpu, steal_ms) =
+        with_steal(|| nervix_bench::host_gaps::probe(&cpus, args.seconds, args.threshold_us))?;
+    println!(
+        "host-gaps: {} s, gaps of at least {} µs; host steal {steal_ms:?} ms per CPU",
+        args.seconds, args.threshold_us
+    );
+    for cpu in &per_cpu {
+        println!("{}", cpu.line());
+    }
+    if args.json {
+        let object = serde_json::json!({
+            "probe": "host-gaps",
+            "seconds": args.seconds,
+            "threshold_us": args.threshold_us,
+            "host_steal_ms": steal_ms,
+            "cpus": per_cpu.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
+        });
+        println!("{object}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_compare(args: &CompareArguments) -> anyhow::Result<ExitCode> {

@@ -230,3 +230,49 @@ fn compare_reports_the_ratio_and_fails_below_the_floor_only_when_asked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn host_gaps_reports_every_probed_cpu_and_refuses_bad_settings() {
+    let out = bench()
+        .args([
+            "host-gaps",
+            "--seconds",
+            "0.3",
+            "--cpus",
+            "0",
+            "--threshold-us",
+            "50",
+        ])
+        .arg("--json")
+        .output()
+        .expect("nervix-bench host-gaps runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("cpu 0: "), "{stdout}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["probe"], "host-gaps");
+    assert_eq!(result["threshold_us"], 50);
+    let cpus = result["cpus"].as_array().expect("cpus");
+    assert_eq!(cpus.len(), 1);
+    let cpu = &cpus[0];
+    assert_eq!(cpu["cpu"], 0);
+    let gaps = cpu["gaps"].as_u64().unwrap();
+    let bucketed: u64 = cpu["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        bucketed, gaps,
+        "every gap of a short probe is kept and bucketed"
+    );
+    assert!(cpu["top_phase_gaps"].as_u64().unwrap() <= gaps);
+    let total_ms = cpu["total_ms"].as_f64().unwrap();
+    assert!((0.0..300.0).contains(&total_ms), "{total_ms}");
+    assert!(cpu["max_us"].as_f64().unwrap() <= total_ms * 1000.0 + 1e-6);
+    for bad in [["--seconds", "0"], ["--threshold-us", "0"]] {
+        let out = bench().arg("host-gaps").args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {out:?}");
+    }
+}
