@@ -230,7 +230,8 @@ struct HostGapsArguments {
     /// How long each thread spins, in seconds.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// The CPUs to probe, one spinning thread each (default: every CPU this process may use).
+    /// The CPUs to probe, one spinning thread each (default: 0 to N − 1 for N the available
+    /// parallelism, as the node's default shard placement counts them).
     #[arg(long, value_delimiter = ',')]
     cpus: Vec<usize>,
     /// The shortest gap reported, in µs.
