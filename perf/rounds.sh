@@ -24,10 +24,7 @@ echo "| round | host gaps ≥ 400 µs in 2 s, per CPU | in-process rows/s | its 
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 met_inproc=0 met_loopback=0 met_p99=0
 for round in $(seq "$rounds"); do
-  # Gaps of 400 µs or more per CPU: every bucket of host-gaps but the first.
-  host_gaps=$("$bench" host-gaps --seconds 2 --json 2>/dev/null | tail -1 | python3 -c '
-import json, sys
-print("/".join(str(sum(c["buckets"][1:])) for c in json.loads(sys.stdin.read())["cpus"]))')
+  host_gaps=$("$bench" host-gaps --seconds 2 --threshold-us 400 --json 2>/dev/null | fields 'cpus[].gaps')
   read -r inproc inproc_steal < <("$bench" producer-filter-map-inproc --seconds 8 --shards 1 --json 2>/dev/null \
     | fields rows_per_sec host_steal_ms)
   read -r full full_steal p50 p99 max slow_slots slots half_steal < <("$bench" producer-filter-map --seconds 8 \
