@@ -32,8 +32,9 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
 /// DESIGN §2: no file over ~1,500 lines.
 const MAX_LINES_PER_FILE: usize = 1_500;
 
-/// Directories the line-limit walk skips: build output and git's own files.
-const SKIPPED_DIRECTORIES: &[&str] = &["target", ".git"];
+/// Directories the line-limit walk skips: build output, git's own files and vendored
+/// third-party crates (vendor/glommio/NERVIX.md).
+const SKIPPED_DIRECTORIES: &[&str] = &["target", ".git", "vendor"];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
