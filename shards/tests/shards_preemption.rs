@@ -1,0 +1,109 @@
+//! The vendored glommio (vendor/glommio/NERVIX.md) keeps its preemption timer armed across
+//! reactor polls instead of re-arming it on every poll. What a shard relies on must still
+//! hold: a task queue that runs without end is asked to yield again and again (the timer is
+//! armed anew after each time it fires), so another queue's tasks and timers keep running;
+//! and a reactor with nothing to do still sleeps until its timer.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use glommio::{Latency, LocalExecutorBuilder, Placement, Shares};
+
+/// The preemption period the executors below use.
+const PREEMPT_TIMER: Duration = Duration::from_millis(10);
+/// How long the busy queue runs.
+const BUSY_FOR: Duration = Duration::from_millis(500);
+
+#[test]
+fn a_busy_task_queue_is_preempted_again_and_again() {
+    let executor = LocalExecutorBuilder::new(Placement::Unbound)
+        .preempt_timer(PREEMPT_TIMER)
+        .make()
+        .expect("a glommio executor starts");
+    let (preemptions, other_ran) = executor.run(async {
+        let executor = glommio::executor();
+        let busy_queue =
+            executor.create_task_queue(Shares::default(), Latency::NotImportant, "busy");
+        let other_queue =
+            executor.create_task_queue(Shares::default(), Latency::NotImportant, "other");
+        let other_ran = Rc::new(Cell::new(0u32));
+        let busy_done = Rc::new(Cell::new(false));
+        let other = {
+            let (other_ran, busy_done) = (Rc::clone(&other_ran), Rc::clone(&busy_done));
+            glommio::spawn_local_into(
+                async move {
+                    while !busy_done.get() {
+                        other_ran.set(other_ran.get() + 1);
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                    }
+                },
+                other_queue,
+            )
+            .expect("the other queue takes a task")
+        };
+        let busy = glommio::spawn_local_into(
+            async move {
+                let started = Instant::now();
+                let mut preemptions = 0u32;
+                while started.elapsed() < BUSY_FOR {
+                    if glommio::executor().need_preempt() {
+                        preemptions += 1;
+                        glommio::yield_if_needed().await;
+                    }
+                    std::hint::spin_loop();
+                }
+                busy_done.set(true);
+                preemptions
+            },
+            busy_queue,
+        )
+        .expect("the busy queue takes a task");
+        let preemptions = busy.await;
+        other.await;
+        (preemptions, other_ran.get())
+    });
+    // 500 ms at a 10 ms period is about 50 requests to yield; a timer armed only once would
+    // give one. Scheduling noise on a loaded machine can stretch periods, hence the margin.
+    assert!(
+        preemptions >= 10,
+        "the busy queue was asked to yield {preemptions} times in {BUSY_FOR:?}"
+    );
+    assert!(
+        other_ran >= 10,
+        "the other queue's timer task ran {other_ran} times while the busy queue ran"
+    );
+}
+
+#[test]
+fn an_idle_reactor_sleeps_until_its_timer() {
+    let executor = LocalExecutorBuilder::new(Placement::Unbound)
+        .preempt_timer(PREEMPT_TIMER)
+        .make()
+        .expect("a glommio executor starts");
+    let (slept, cpu_used) = executor.run(async {
+        let wall = Instant::now();
+        let cpu = thread_cpu_time();
+        glommio::timer::sleep(Duration::from_millis(200)).await;
+        (wall.elapsed(), thread_cpu_time() - cpu)
+    });
+    assert!(slept >= Duration::from_millis(200), "woke after {slept:?}");
+    // Sleeping, not polling: far less CPU than wall time.
+    assert!(
+        cpu_used < Duration::from_millis(50),
+        "the executor used {cpu_used:?} of CPU while it waited 200 ms"
+    );
+}
+
+/// CPU time this thread has used, from /proc/thread-self/stat (utime + stime, in clock ticks).
+fn thread_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
+    // Fields after the command name (which sits in parentheses and may hold spaces).
+    let after_name = &stat[stat.rfind(')').expect("a stat line names its command") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    // Linux reports these in USER_HZ, 100 per second on every architecture it supports.
+    Duration::from_millis(ticks * 10)
+}
