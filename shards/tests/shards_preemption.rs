@@ -8,25 +8,29 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use glommio::{Latency, LocalExecutorBuilder, Placement, Shares};
+use glommio::{Latency, LocalExecutor, LocalExecutorBuilder, Placement, Shares};
 
 /// The preemption period the executors below use.
 const PREEMPT_TIMER: Duration = Duration::from_millis(10);
 /// How long the busy queue runs.
 const BUSY_FOR: Duration = Duration::from_millis(500);
 
-#[test]
-fn a_busy_task_queue_is_preempted_again_and_again() {
-    let executor = LocalExecutorBuilder::new(Placement::Unbound)
+/// An unpinned executor with the short preemption period.
+fn executor() -> LocalExecutor {
+    LocalExecutorBuilder::new(Placement::Unbound)
         .preempt_timer(PREEMPT_TIMER)
         .make()
-        .expect("a glommio executor starts");
-    let (preemptions, other_ran) = executor.run(async {
-        let executor = glommio::executor();
+        .expect("a glommio executor starts")
+}
+
+#[test]
+fn a_busy_task_queue_is_preempted_again_and_again() {
+    let (preemptions, other_ran) = executor().run(async {
+        let running = glommio::executor();
         let busy_queue =
-            executor.create_task_queue(Shares::default(), Latency::NotImportant, "busy");
+            running.create_task_queue(Shares::default(), Latency::NotImportant, "busy");
         let other_queue =
-            executor.create_task_queue(Shares::default(), Latency::NotImportant, "other");
+            running.create_task_queue(Shares::default(), Latency::NotImportant, "other");
         let other_ran = Rc::new(Cell::new(0u32));
         let busy_done = Rc::new(Cell::new(false));
         let other = {
@@ -77,11 +81,7 @@ fn a_busy_task_queue_is_preempted_again_and_again() {
 
 #[test]
 fn an_idle_reactor_sleeps_until_its_timer() {
-    let executor = LocalExecutorBuilder::new(Placement::Unbound)
-        .preempt_timer(PREEMPT_TIMER)
-        .make()
-        .expect("a glommio executor starts");
-    let (slept, cpu_used) = executor.run(async {
+    let (slept, cpu_used) = executor().run(async {
         let wall = Instant::now();
         let cpu = thread_cpu_time();
         glommio::timer::sleep(Duration::from_millis(200)).await;
