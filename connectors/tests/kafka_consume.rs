@@ -50,6 +50,10 @@ fn config(mock: &MockKafka, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         ("auto.offset.reset".to_string(), "earliest".to_string()),
         // Rejoin quickly when the group rebalances.
         ("heartbeat.interval.ms".to_string(), "100".to_string()),
+        // A rebalance waits up to the session timeout for members to rejoin; the default
+        // 45 s left a two-member split 15 s under DEADLINE_SECONDS, which a loaded CI run
+        // overran. 6 s is Kafka's default group.min.session.timeout.ms.
+        ("session.timeout.ms".to_string(), "6000".to_string()),
     ];
     config.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     config
