@@ -4,6 +4,8 @@
 //! armed anew after each time it fires), so another queue's tasks and timers keep running;
 //! and a reactor with nothing to do still sleeps until its timer.
 
+mod common;
+
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -95,15 +97,8 @@ fn an_idle_reactor_sleeps_until_its_timer() {
     );
 }
 
-/// CPU time this thread has used, from /proc/thread-self/stat (utime + stime, in clock ticks).
+/// CPU time this thread has used.
 fn thread_cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
-    // Fields after the command name (which sits in parentheses and may hold spaces).
-    let after_name = &stat[stat.rfind(')').expect("a stat line names its command") + 2..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    // Linux reports these in USER_HZ, 100 per second on every architecture it supports.
-    Duration::from_millis(ticks * 10)
+    common::cpu_time_from_stat(&stat).expect("a stat line holds utime and stime")
 }

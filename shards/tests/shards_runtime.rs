@@ -6,6 +6,8 @@
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use futures_lite::future::block_on;
 use nervix_shards::runtime::{
     CpuPlacement, RuntimeConfig, RuntimeError, ShardSet, ShardStopped, TrySendError,
@@ -363,7 +365,6 @@ fn dropping_the_set_stops_the_shards() {
 
 /// User + system CPU time of this process's thread named `name`, from /proc.
 fn thread_cpu(name: &str) -> Option<Duration> {
-    let ticks_per_second = 100; // USER_HZ on Linux
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let path = task.ok()?.path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
@@ -371,10 +372,7 @@ fn thread_cpu(name: &str) -> Option<Duration> {
             continue;
         }
         let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-        // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
-        return Some(Duration::from_millis(ticks * 1000 / ticks_per_second));
+        return common::cpu_time_from_stat(&stat);
     }
     None
 }
