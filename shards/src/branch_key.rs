@@ -168,6 +168,19 @@ impl BranchKeyEncoder {
         let parser = self.converter.parser();
         Ok(self.converter.convert_rows([parser.parse(key)])?)
     }
+
+    /// The key field values of many encoded `keys` in one conversion: one array per field in
+    /// key order, row `i` holding key `i`'s value. Each key must come from an encoder of the
+    /// same fields.
+    pub fn decode_many<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+    ) -> Result<Vec<ArrayRef>, BranchKeyError> {
+        let parser = self.converter.parser();
+        Ok(self
+            .converter
+            .convert_rows(keys.into_iter().map(|key| parser.parse(key)))?)
+    }
 }
 
 /// Options every key field is encoded with. Part of the stable placement: never change.

@@ -178,6 +178,11 @@ impl<F> RelayBuffer<F> {
         Some(Popped { frame, wake })
     }
 
+    /// The oldest frame, left in place.
+    pub fn front(&self) -> Option<&F> {
+        self.frames.front()
+    }
+
     /// Withdraws `producer` from the waiter protocol (it ended or stopped waiting). A waiting
     /// producer leaves the queue; a reservation it held passes to the next waiter, whose id is
     /// returned for the caller to wake. Unknown producers are a no-op.
@@ -273,6 +278,18 @@ mod tests {
     const B: ProducerId = ProducerId(2);
     const C: ProducerId = ProducerId(3);
     const D: ProducerId = ProducerId(4);
+
+    #[test]
+    fn front_shows_the_next_frame_without_taking_it() {
+        let mut buf = RelayBuffer::new(2).unwrap();
+        assert_eq!(buf.front(), None);
+        assert_eq!(buf.try_push(A, 7), Ok(()));
+        assert_eq!(buf.try_push(A, 8), Ok(()));
+        assert_eq!(buf.front(), Some(&7));
+        assert_eq!(buf.len(), 2);
+        assert_eq!(buf.pop().map(|p| p.frame), Some(7));
+        assert_eq!(buf.front(), Some(&8));
+    }
 
     #[test]
     fn zero_capacity_is_refused() {

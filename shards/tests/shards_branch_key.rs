@@ -4,7 +4,7 @@
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, FieldRef, Schema};
 use nervix_shards::branch_key::{
     partition_by_shard, shard_of, BranchKey, BranchKeyEncoder, BranchKeyError, UNBRANCHED_SHARD,
@@ -223,5 +223,33 @@ proptest! {
         // Nulls sort first, as the fixed encoding options say.
         prop_assert_eq!(keys[0].cmp(&keys[1]), (a.0.as_deref(), a.1).cmp(&(b.0.as_deref(), b.1)));
         prop_assert_eq!(keys[0] == keys[1], a == b);
+    }
+}
+
+#[test]
+fn many_keys_decode_in_one_call_to_the_values_they_were_encoded_from() {
+    let input = batch(
+        vec![Some("eu"), None, Some("us"), Some("eu")],
+        vec![1, 2, 3, -4],
+    );
+    let mut encoder = BranchKeyEncoder::new(&key_fields()).unwrap();
+    let keys = encode_all(&mut encoder, &input);
+    let columns = encoder
+        .decode_many(keys.iter().map(|key| key.as_slice()))
+        .unwrap();
+    // Key order: region, then id; row i is key i.
+    assert_eq!(columns.len(), 2);
+    let regions = columns[0].as_any().downcast_ref::<StringArray>().unwrap();
+    let ids = columns[1].as_any().downcast_ref::<Int64Array>().unwrap();
+    assert_eq!(
+        regions.iter().collect::<Vec<_>>(),
+        vec![Some("eu"), None, Some("us"), Some("eu")]
+    );
+    assert_eq!(ids.values().to_vec(), vec![1, 2, 3, -4]);
+    // One key at a time gives the same values.
+    for (row, key) in keys.iter().enumerate() {
+        let single = encoder.decode(key).unwrap();
+        let id = single[1].as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(id.value(0), ids.value(row));
     }
 }

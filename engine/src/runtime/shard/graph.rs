@@ -1,8 +1,9 @@
 //! One started domain's graph on a shard: relay owner buffers, the nodes (ingestors,
 //! processors, emitters), their route buffers, and the pump that moves frames. The
 //! node-specific work of stateful processors lives in [`work`], their snapshots in
-//! [`snapshot`], generators in [`generator`], correlators' pending rows in [`correlate`], and a
-//! route's output in [`output`].
+//! [`snapshot`], generators in [`generator`], correlators' pending rows in [`correlate`], the
+//! records windows close in [`window_records`], a route's output in [`output`], and the
+//! frames a stateless processor takes together in [`merged_delivery`].
 //!
 //! Flow control is pull-based and lossless (DESIGN §5 items 3–4):
 //!
@@ -26,8 +27,10 @@ mod adopt;
 mod correlate;
 mod flush_order;
 mod generator;
+mod merged_delivery;
 mod output;
 mod snapshot;
+mod window_records;
 mod work;
 
 use std::collections::{HashMap, VecDeque};
@@ -1013,8 +1016,17 @@ impl Graph {
                     };
                     self.deliver_budget -= 1;
                     moved = true;
-                    for consumer in consumers {
-                        self.deliver(consumer, relay, &popped.frame, at, cx);
+                    match consumers[..] {
+                        [only] if self.takes_merged(only) => {
+                            for frame in self.take_following(relay, popped.frame) {
+                                self.deliver(only, relay, &frame, at, cx);
+                            }
+                        }
+                        _ => {
+                            for consumer in consumers {
+                                self.deliver(consumer, relay, &popped.frame, at, cx);
+                            }
+                        }
                     }
                 }
             }

@@ -12,13 +12,13 @@
 //! only on the shard that owns the branch; nothing is shared.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow_row::RowConverter;
 use arrow_select::filter::FilterBuilder;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, BranchMap};
 
+use super::window_records::WindowRecord;
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::envelope::Envelope;
 use crate::runtime::exec::dedup::{key_converter, key_hashes, Keyspace, Sighting};
@@ -678,8 +678,6 @@ impl Graph {
                 keys
             }
         };
-        // Each record: its branch, its time, its result columns (or what failed), the rows
-        // leaving.
         let mut records = Vec::new();
         let forgotten = &mut self.forgotten;
         for key in keys {
@@ -701,7 +699,12 @@ impl Graph {
                 } else {
                     state.step(window)
                 };
-                records.push((key.clone(), time_ns, result, leaving));
+                records.push(WindowRecord {
+                    key: key.clone(),
+                    time_ns,
+                    result: result.map_err(|error| error.to_string()),
+                    leaving,
+                });
                 if force {
                     break;
                 }
@@ -713,45 +716,7 @@ impl Graph {
                 due.insert((next, key));
             }
         }
-        let branch = processor
-            .inputs
-            .first()
-            .and_then(|input| plan.relays[input.relay].branch);
-        for (key, time_ns, result, leaving) in records {
-            let record = result
-                .map_err(|error| error.to_string())
-                .and_then(|mut columns| {
-                    columns.extend(self.branch_columns(branch, &window.branch_fields, &key)?);
-                    RecordBatch::try_new(window.results.clone(), columns)
-                        .map_err(|error| error.to_string())
-                });
-            match record {
-                Ok(batch) => {
-                    let frame = Frame {
-                        batch,
-                        key,
-                        acks: Vec::new(),
-                        times: Some(Arc::new(Int64Array::from_value(time_ns, 1))),
-                    };
-                    self.route_released(index, &frame, at, cx);
-                    for run in &leaving {
-                        cx.ack(run.root, run.rows as u64);
-                    }
-                }
-                Err(error) => {
-                    // The record fails like a row under ON MESSAGE ERROR LOG: logged, and the
-                    // rows it came from are not acknowledged.
-                    self.processors[index].counters.message_errors += 1;
-                    self.log(
-                        NodeRef::Processor(index),
-                        vec![format!("window record failed: {error}")],
-                    );
-                    for run in &leaving {
-                        cx.nack(run.root);
-                    }
-                }
-            }
-        }
+        self.release_window_records(index, records, at, cx);
     }
 
     /// Releases held rows into their routes: those due, or one branch's (`force`
@@ -936,7 +901,7 @@ impl Graph {
             .collect()
     }
 
-    fn branch_columns(
+    pub(super) fn branch_columns(
         &mut self,
         branch: Option<usize>,
         fields: &[usize],
