@@ -22,12 +22,12 @@
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, UInt32Array};
-use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
+use nervix_shards::branch_key::BranchKey;
 
 use super::{Graph, Instant, NodeRef};
 use crate::runtime::exec::route::{run_route, RouteGroup, RouteOutput};
 use crate::runtime::frame::{AckRun, Frame};
-use crate::runtime::plan::{BranchOut, ErrorPlan, NodeWork, ProcessorPlan, WindowPlan};
+use crate::runtime::plan::{BranchOut, ErrorPlan, ProcessorPlan, WindowPlan};
 use crate::runtime::shard::mesh::Ctx;
 
 /// One closed window: its branch, its time (the window's start), its result columns (one row
@@ -72,24 +72,22 @@ fn split_by_record_key(group: RouteGroup, keys: &[BranchKey]) -> Vec<RouteGroup>
 }
 
 impl Graph {
-    /// Routes the records processor `index`'s window closed in one pass, in order; a record
-    /// that failed is logged and its rows negatively acknowledged.
+    /// Routes the records window processor `index` (`processor`, its window `window`) closed
+    /// in one pass, in order; a record that failed is logged and its rows negatively
+    /// acknowledged.
     pub(super) fn release_window_records(
         &mut self,
         index: usize,
+        processor: &ProcessorPlan,
+        window: &WindowPlan,
         records: Vec<WindowRecord>,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let plan = self.plan.clone();
-        let processor = &plan.processors[index];
-        let NodeWork::Window(window) = &processor.work else {
-            return;
-        };
         let branch = processor
             .inputs
             .first()
-            .and_then(|input| plan.relays[input.relay].branch);
+            .and_then(|input| self.plan.relays[input.relay].branch);
         let mut built = Vec::with_capacity(records.len());
         for record in records {
             match record.result {
@@ -180,14 +178,8 @@ impl Graph {
                     BranchKey::Unbranched => return Err("an unbranched record".to_string()),
                 }
             }
-            let encoder = match self.encoders.entry(branch) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => v.insert(
-                    BranchKeyEncoder::new(&self.plan.branches[branch].key_fields)
-                        .map_err(|error| error.to_string())?,
-                ),
-            };
-            let values = encoder
+            let values = self
+                .key_encoder(branch)?
                 .decode_many(key_bytes)
                 .map_err(|error| error.to_string())?;
             for field in &window.branch_fields {

@@ -716,7 +716,7 @@ impl Graph {
                 due.insert((next, key));
             }
         }
-        self.release_window_records(index, records, at, cx);
+        self.release_window_records(index, processor, window, records, at, cx);
     }
 
     /// Releases held rows into their routes: those due, or one branch's (`force`
@@ -918,17 +918,24 @@ impl Graph {
                 return Ok(fields.iter().map(|field| values[*field].clone()).collect());
             }
         }
-        let encoder = match self.encoders.entry(branch) {
+        let values = self
+            .key_encoder(branch)?
+            .decode(bytes)
+            .map_err(|error| error.to_string())?;
+        let picked = fields.iter().map(|field| values[*field].clone()).collect();
+        self.last_decoded = Some((branch, key.clone(), values));
+        Ok(picked)
+    }
+
+    /// The shard's key encoder of branch declaration `branch`, made on first use.
+    pub(super) fn key_encoder(&mut self, branch: usize) -> Result<&mut BranchKeyEncoder, String> {
+        Ok(match self.encoders.entry(branch) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(
                 BranchKeyEncoder::new(&self.plan.branches[branch].key_fields)
                     .map_err(|error| error.to_string())?,
             ),
-        };
-        let values = encoder.decode(bytes).map_err(|error| error.to_string())?;
-        let picked = fields.iter().map(|field| values[*field].clone()).collect();
-        self.last_decoded = Some((branch, key.clone(), values));
-        Ok(picked)
+        })
     }
 
     /// The earliest instant held rows become due, domain ns.
