@@ -172,9 +172,9 @@ pub struct Graph {
     emitters: Vec<Node>,
     pub emitter_queues: Vec<EmitterQueue>,
     encoders: HashMap<usize, BranchKeyEncoder>,
-    /// The last branch key decoded (its branch declaration, key, one-row field columns): a
-    /// window record reads its key's fields twice back to back (result columns, then the
-    /// route's `branch.` scope), and arrow-row decoding is the dearer part of both.
+    /// The last branch key decoded (its branch declaration, key, one-row field columns):
+    /// consecutive frames of one branch into a node that reads `branch.` fields decode the
+    /// key once (arrow-row decoding is the dearer part of building those columns).
     last_decoded: Option<(usize, BranchKey, Vec<ArrayRef>)>,
     pub branch_tables: Vec<BranchTable<Box<[u8]>, ()>>,
     evicted: Vec<(Box<[u8]>, ())>,
