@@ -88,31 +88,36 @@ impl Graph {
             .inputs
             .first()
             .and_then(|input| self.plan.relays[input.relay].branch);
-        let mut built = Vec::with_capacity(records.len());
+        // The records that were built, as columns: branch, time, result columns, rows leaving.
+        let mut keys = Vec::with_capacity(records.len());
+        let mut times = Vec::with_capacity(records.len());
+        let mut results = Vec::with_capacity(records.len());
+        let mut leaving = Vec::with_capacity(records.len());
         for record in records {
             match record.result {
-                Ok(columns) => built.push((record.key, record.time_ns, columns, record.leaving)),
+                Ok(columns) => {
+                    keys.push(record.key);
+                    times.push(record.time_ns);
+                    results.push(columns);
+                    leaving.push(record.leaving);
+                }
                 Err(error) => self.record_failed(index, &error, &record.leaving, cx),
             }
         }
-        if built.len() > 1 && routes_together(processor) {
-            if let Ok(batch) = self.records_batch(window, branch, &built) {
-                let keys: Vec<BranchKey> = built.iter().map(|record| record.0.clone()).collect();
-                let times: ArrayRef = Arc::new(Int64Array::from_iter_values(
-                    built.iter().map(|record| record.1),
-                ));
-                self.route_records(index, batch, &keys, times, at, cx);
-                for (_, _, _, leaving) in &built {
-                    for run in leaving {
-                        cx.ack(run.root, run.rows as u64);
-                    }
+        if keys.len() > 1 && routes_together(processor) {
+            if let Ok(batch) = self.records_batch(window, branch, &keys, &results) {
+                let times: ArrayRef = Arc::new(Int64Array::from(times));
+                self.route_records(index, processor, batch, &keys, times, at, cx);
+                for run in leaving.iter().flatten() {
+                    cx.ack(run.root, run.rows as u64);
                 }
                 return;
             }
             // A batch that cannot be built (a key that does not decode): each record alone
             // finds which one fails.
         }
-        for (key, time_ns, mut columns, leaving) in built {
+        let built = keys.into_iter().zip(times).zip(results).zip(leaving);
+        for (((key, time_ns), mut columns), leaving) in built {
             let record = self
                 .branch_columns(branch, &window.branch_fields, &key)
                 .and_then(|fields| {
@@ -157,23 +162,24 @@ impl Graph {
         &mut self,
         window: &WindowPlan,
         branch: Option<usize>,
-        records: &[(BranchKey, i64, Vec<ArrayRef>, Vec<AckRun>)],
+        keys: &[BranchKey],
+        results: &[Vec<ArrayRef>],
     ) -> Result<RecordBatch, String> {
-        let calls = records.first().map_or(0, |record| record.2.len());
+        let calls = results.first().map_or(0, Vec::len);
         let mut columns = Vec::with_capacity(window.results.fields().len());
-        let mut parts: Vec<&dyn Array> = Vec::with_capacity(records.len());
+        let mut parts: Vec<&dyn Array> = Vec::with_capacity(results.len());
         for call in 0..calls {
             parts.clear();
-            for record in records {
-                let column = record.2.get(call).ok_or("a record lacks a result column")?;
+            for result in results {
+                let column = result.get(call).ok_or("a record lacks a result column")?;
                 parts.push(column.as_ref());
             }
             columns.push(arrow_select::concat::concat(&parts).map_err(|e| e.to_string())?);
         }
         if let (Some(branch), false) = (branch, window.branch_fields.is_empty()) {
-            let mut key_bytes = Vec::with_capacity(records.len());
-            for record in records {
-                match &record.0 {
+            let mut key_bytes = Vec::with_capacity(keys.len());
+            for key in keys {
+                match key {
                     BranchKey::Key(bytes) => key_bytes.push(bytes.as_ref()),
                     BranchKey::Unbranched => return Err("an unbranched record".to_string()),
                 }
@@ -192,9 +198,11 @@ impl Graph {
     /// Runs processor `index`'s routes once over `batch`, whose row `i` is the record of
     /// branch `keys[i]` with time `times[i]`, as [`Graph::route_released`] would run them on
     /// each record alone.
+    #[allow(clippy::too_many_arguments)]
     fn route_records(
         &mut self,
         index: usize,
+        processor: &ProcessorPlan,
         batch: RecordBatch,
         keys: &[BranchKey],
         times: ArrayRef,
@@ -204,7 +212,6 @@ impl Graph {
         // Older rows in buffers past their deadline leave first (`flush_order`).
         self.flush_overdue_routes(at, cx);
         let plan = self.plan.clone();
-        let processor = &plan.processors[index];
         let node = NodeRef::Processor(index);
         let rows = batch.num_rows();
         let columns: Vec<ArrayRef> = batch.columns().to_vec();
