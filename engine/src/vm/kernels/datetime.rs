@@ -99,19 +99,21 @@ fn trunc(unit: &str, ns: i64) -> Result<Option<i64>, String> {
 }
 
 fn extract(field: &str, ns: i64) -> Result<Option<i64>, String> {
-    let t = to_datetime(ns);
+    // Only calendar fields need the civil date and time; the epoch and sub-second fields are
+    // arithmetic on the nanoseconds.
+    let t = || to_datetime(ns);
     let sub = ns.rem_euclid(NS_PER_S);
     Ok(Some(match field {
-        "year" => i64::from(t.year()),
-        "quarter" => i64::from(t.month0() / 3 + 1),
-        "month" => i64::from(t.month()),
-        "week" => i64::from(t.iso_week().week()),
-        "day" => i64::from(t.day()),
-        "dow" => i64::from(t.weekday().num_days_from_sunday()),
-        "doy" => i64::from(t.ordinal()),
-        "hour" => i64::from(t.hour()),
-        "minute" => i64::from(t.minute()),
-        "second" => i64::from(t.second()),
+        "year" => i64::from(t().year()),
+        "quarter" => i64::from(t().month0() / 3 + 1),
+        "month" => i64::from(t().month()),
+        "week" => i64::from(t().iso_week().week()),
+        "day" => i64::from(t().day()),
+        "dow" => i64::from(t().weekday().num_days_from_sunday()),
+        "doy" => i64::from(t().ordinal()),
+        "hour" => i64::from(t().hour()),
+        "minute" => i64::from(t().minute()),
+        "second" => i64::from(t().second()),
         "millisecond" => sub / NS_PER_MS,
         "microsecond" => sub / NS_PER_US,
         "nanosecond" => sub,
