@@ -165,8 +165,7 @@ impl BranchKeyEncoder {
     /// The key field values of one encoded `key`, one single-row array per field in key
     /// order. `key` must come from an encoder of the same fields.
     pub fn decode(&self, key: &[u8]) -> Result<Vec<ArrayRef>, BranchKeyError> {
-        let parser = self.converter.parser();
-        Ok(self.converter.convert_rows([parser.parse(key)])?)
+        self.decode_many([key])
     }
 
     /// The key field values of many encoded `keys` in one conversion: one array per field in
