@@ -38,7 +38,7 @@ fn filled() -> RouteBuffers {
         .expect("one-row batch");
     let (mut openings, mut out) = (0, Vec::new());
     for branch in 0..BRANCHES {
-        let key = BranchKey::Key(branch.to_be_bytes().to_vec().into_boxed_slice());
+        let key = BranchKey::Key(branch.to_be_bytes().into());
         let now = Now::new(i64::from(branch), 0);
         route.append(
             key,

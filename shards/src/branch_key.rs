@@ -29,6 +29,8 @@ use arrow_schema::{ArrowError, DataType, FieldRef, SortOptions};
 use thiserror::Error;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+pub use crate::key_bytes::KeyBytes;
+
 /// Seed of the branch → shard hash. Stable across processes and versions: it decides branch
 /// placement and therefore where persisted branch state lives. Never change it (the bytes spell
 /// "nervix" followed by a format number).
@@ -39,9 +41,9 @@ pub const BRANCH_SHARD_SEED: u64 = 0x6e65_7276_6978_0001;
 pub const UNBRANCHED_SHARD: usize = 0;
 
 /// The branch a row belongs to. `B` is the key's byte storage: `&[u8]` borrowed from an encoded
-/// batch, or `Box<[u8]>` (the default) when kept.
+/// batch, or [`KeyBytes`] (the default) when kept.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum BranchKey<B = Box<[u8]>> {
+pub enum BranchKey<B = KeyBytes> {
     /// The root of a relay or route without a branch schema.
     Unbranched,
     /// arrow-row bytes of the branch schema's fields, never empty.
@@ -53,7 +55,7 @@ impl<B: AsRef<[u8]>> BranchKey<B> {
     pub fn to_owned_key(&self) -> BranchKey {
         match self {
             Self::Unbranched => BranchKey::Unbranched,
-            Self::Key(bytes) => BranchKey::Key(bytes.as_ref().into()),
+            Self::Key(bytes) => BranchKey::Key(KeyBytes::new(bytes.as_ref())),
         }
     }
 }

@@ -17,7 +17,7 @@
 //! limits the runtime needs.
 //!
 //! The I/O-free core those executors run: acknowledgement slabs ([`ack`]), branch keys and
-//! branch → shard placement ([`branch_key`]), branch lifecycle tables (TTL sweeps, LRU
+//! branch → shard placement ([`branch_key`], kept keys inline when short: [`key_bytes`]), branch lifecycle tables (TTL sweeps, LRU
 //! eviction, eviction counters; [`branch_lifecycle`]), route flush decisions ([`flush`]) and
 //! relay owner buffers ([`relay_buffer`]).
 
@@ -26,6 +26,7 @@ pub mod branch_key;
 pub mod branch_lifecycle;
 pub mod clock;
 pub mod flush;
+pub mod key_bytes;
 pub mod mesh;
 pub mod relay_buffer;
 pub mod runtime;

@@ -87,7 +87,7 @@ fn unbranched_is_distinct_from_every_key() {
     );
     for bytes in keys {
         assert!(!bytes.is_empty());
-        let key: BranchKey = BranchKey::Key(bytes.into_boxed_slice());
+        let key: BranchKey = BranchKey::Key(bytes.into());
         assert_ne!(key, BranchKey::Unbranched);
     }
     assert_eq!(

@@ -449,7 +449,7 @@ mod due_index_tests {
     }
 
     fn key(branch: u8) -> BranchKey {
-        BranchKey::Key(vec![branch].into_boxed_slice())
+        BranchKey::Key([branch].into())
     }
 
     fn buffers(max_batch_bytes: u64) -> RouteBuffers {
@@ -530,7 +530,7 @@ mod due_index_tests {
         let mut route = buffers(u64::MAX);
         let opened = |b: u16| i64::from(b);
         for branch in 0..1_000u16 {
-            let key = BranchKey::Key(branch.to_be_bytes().to_vec().into_boxed_slice());
+            let key = BranchKey::Key(branch.to_be_bytes().into());
             let (mut openings, mut out) = (0, Vec::new());
             route.append(
                 key,
@@ -549,7 +549,7 @@ mod due_index_tests {
         flushed.sort();
         let due: Vec<BranchKey> = (0..1_000u16)
             .filter(|b| opened(*b) + 1_000 <= now.logical_ns)
-            .map(|b| BranchKey::Key(b.to_be_bytes().to_vec().into_boxed_slice()))
+            .map(|b| BranchKey::Key(b.to_be_bytes().into()))
             .collect();
         assert_eq!(flushed.len(), 600);
         assert_eq!(flushed, due);

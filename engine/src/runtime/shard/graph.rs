@@ -39,7 +39,9 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use std::num::NonZeroUsize;
 
-use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, BranchKeyEncoder, BranchMap};
+use nervix_shards::branch_key::{
+    shard_of_key_bytes, BranchKey, BranchKeyEncoder, BranchMap, KeyBytes,
+};
 use nervix_shards::branch_lifecycle::{BranchTable, EvictionReason};
 use nervix_shards::flush::{FlushPolicy, Now};
 use nervix_shards::relay_buffer::{ProducerId, RelayBuffer};
@@ -176,8 +178,8 @@ pub struct Graph {
     /// consecutive frames of one branch into a node that reads `branch.` fields decode the
     /// key once (arrow-row decoding is the dearer part of building those columns).
     last_decoded: Option<(usize, BranchKey, Vec<ArrayRef>)>,
-    pub branch_tables: Vec<BranchTable<Box<[u8]>, ()>>,
-    evicted: Vec<(Box<[u8]>, ())>,
+    pub branch_tables: Vec<BranchTable<KeyBytes, ()>>,
+    evicted: Vec<(KeyBytes, ())>,
     /// Frames other shards sent that wait for room in their relay.
     inbound: VecDeque<(RelayId, Frame)>,
     /// Materialized relays' last row per branch (one-row columns), by relay.
@@ -789,7 +791,7 @@ impl Graph {
         }
         let touched = self.branch_tables[branch].touch_or_insert(key, physical_ns, || ());
         if let Some(evicted) = touched.evicted {
-            let key: Box<[u8]> = evicted.0;
+            let key: KeyBytes = evicted.0;
             self.evicted.push((key, ()));
         }
     }

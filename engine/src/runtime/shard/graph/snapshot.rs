@@ -21,7 +21,7 @@
 //! buffers are force-released by its pause first (spec "Altering Reorderers").
 
 use arrow_schema::SchemaRef;
-use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey};
+use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, KeyBytes};
 
 use super::work::WorkState;
 use super::Graph;
@@ -206,8 +206,8 @@ impl Graph {
             };
             for (suffix, bytes) in stored {
                 let key = match suffix.split_first() {
-                    None => BranchKey::<Box<[u8]>>::Unbranched,
-                    Some((&KEYED, bytes)) => BranchKey::Key(Box::<[u8]>::from(bytes)),
+                    None => BranchKey::Unbranched,
+                    Some((&KEYED, bytes)) => BranchKey::Key(KeyBytes::new(bytes)),
                     Some(_) => continue,
                 };
                 let owner = match &key {

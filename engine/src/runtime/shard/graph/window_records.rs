@@ -275,7 +275,7 @@ mod tests {
     use arrow_schema::{DataType, Field, Schema};
 
     fn key(byte: u8) -> BranchKey {
-        BranchKey::Key(vec![byte].into_boxed_slice())
+        BranchKey::Key([byte].into())
     }
 
     #[test]
