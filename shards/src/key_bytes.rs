@@ -94,7 +94,18 @@ impl<const N: usize> From<[u8; N]> for KeyBytes {
 
 impl PartialEq for KeyBytes {
     fn eq(&self, other: &Self) -> bool {
-        self.as_ref() == other.as_ref()
+        match (self, other) {
+            // The bytes past `len` are always zero, so whole arrays compare as the keys do,
+            // in a few word compares rather than a call to memcmp.
+            (
+                Self::Inline { len, bytes },
+                Self::Inline {
+                    len: o_len,
+                    bytes: o_bytes,
+                },
+            ) => len == o_len && bytes == o_bytes,
+            _ => self.as_ref() == other.as_ref(),
+        }
     }
 }
 

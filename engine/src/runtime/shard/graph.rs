@@ -153,7 +153,8 @@ impl Node {
 
 struct Relay {
     buffer: RelayBuffer<Frame>,
-    consumers: Vec<NodeRef>,
+    /// Shared so the pump holds them across a delivery without copying them per frame.
+    consumers: Arc<[NodeRef]>,
     taps: Vec<Tap>,
     published_rows: u64,
 }
@@ -274,29 +275,30 @@ impl Instant {
 
 impl Graph {
     pub fn new(plan: Arc<DomainPlan>) -> Graph {
-        let mut relays: Vec<Relay> = plan
-            .relays
-            .iter()
-            .map(|r| Relay {
-                buffer: RelayBuffer::new(r.capacity_frames.max(1))
-                    .unwrap_or_else(|_| unreachable!("capacity is at least one frame")),
-                consumers: Vec::new(),
-                taps: Vec::new(),
-                published_rows: 0,
-            })
-            .collect();
+        // Each relay's consumers, in node order.
+        let mut consumers: Vec<Vec<NodeRef>> = vec![Vec::new(); plan.relays.len()];
         for (index, processor) in plan.processors.iter().enumerate() {
             for input in &processor.inputs {
-                relays[input.relay]
-                    .consumers
-                    .push(NodeRef::Processor(index));
+                consumers[input.relay].push(NodeRef::Processor(index));
             }
         }
         for (index, emitter) in plan.emitters.iter().enumerate() {
             for input in &emitter.inputs {
-                relays[input.relay].consumers.push(NodeRef::Emitter(index));
+                consumers[input.relay].push(NodeRef::Emitter(index));
             }
         }
+        let relays: Vec<Relay> = plan
+            .relays
+            .iter()
+            .zip(consumers)
+            .map(|(r, consumers)| Relay {
+                buffer: RelayBuffer::new(r.capacity_frames.max(1))
+                    .unwrap_or_else(|_| unreachable!("capacity is at least one frame")),
+                consumers: consumers.into(),
+                taps: Vec::new(),
+                published_rows: 0,
+            })
+            .collect();
         let branch_tables = plan
             .branches
             .iter()
@@ -374,8 +376,9 @@ impl Graph {
         }
     }
 
-    /// Every node, ingestors first (`with_ingestors`), then processors, then emitters.
-    fn node_refs(&self, with_ingestors: bool) -> Vec<NodeRef> {
+    /// Every node, ingestors first (`with_ingestors`), then processors, then emitters; the
+    /// iterator does not borrow the graph, so callers visit nodes without collecting them.
+    fn node_refs(&self, with_ingestors: bool) -> impl Iterator<Item = NodeRef> {
         let ingestors = if with_ingestors {
             self.ingestors.len()
         } else {
@@ -385,7 +388,6 @@ impl Graph {
             .map(NodeRef::Ingestor)
             .chain((0..self.processors.len()).map(NodeRef::Processor))
             .chain((0..self.emitters.len()).map(NodeRef::Emitter))
-            .collect()
     }
 
     fn node_mut(&mut self, node: NodeRef) -> &mut Node {
@@ -1005,7 +1007,7 @@ impl Graph {
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
                 while !self.relays[relay].buffer.is_empty() {
-                    let consumers = self.relays[relay].consumers.clone();
+                    let consumers = Arc::clone(&self.relays[relay].consumers);
                     if !consumers.iter().all(|c| self.ready(*c)) {
                         break;
                     }
@@ -1025,7 +1027,7 @@ impl Graph {
                             }
                         }
                         _ => {
-                            for consumer in consumers {
+                            for &consumer in consumers.iter() {
                                 self.deliver(consumer, relay, &popped.frame, at, cx);
                             }
                         }
