@@ -22,10 +22,14 @@ use std::sync::Arc;
 /// Keys of at most this many bytes are stored inline (two non-null `I64` fields take 18).
 pub const INLINE_KEY_BYTES: usize = 22;
 
-/// The bytes of a kept branch key: inline when short, else one shared allocation.
+/// The bytes of a kept branch key: inline when short, else one shared allocation. Built only
+/// by [`KeyBytes::new`], which keeps the representation's invariants.
 #[derive(Clone)]
-pub enum KeyBytes {
-    /// `bytes[..len]` is the key.
+pub struct KeyBytes(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// `bytes[..len]` is the key; `len <= INLINE_KEY_BYTES` and the bytes past it are zero.
     Inline {
         len: u8,
         bytes: [u8; INLINE_KEY_BYTES],
@@ -40,12 +44,12 @@ impl KeyBytes {
         if bytes.len() <= INLINE_KEY_BYTES {
             let mut inline = [0u8; INLINE_KEY_BYTES];
             inline[..bytes.len()].copy_from_slice(bytes);
-            Self::Inline {
+            Self(Repr::Inline {
                 len: bytes.len() as u8,
                 bytes: inline,
-            }
+            })
         } else {
-            Self::Shared(Arc::from(bytes))
+            Self(Repr::Shared(Arc::from(bytes)))
         }
     }
 }
@@ -54,9 +58,9 @@ impl Deref for KeyBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        match self {
-            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Self::Shared(bytes) => bytes,
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Shared(bytes) => bytes,
         }
     }
 }
@@ -94,12 +98,12 @@ impl<const N: usize> From<[u8; N]> for KeyBytes {
 
 impl PartialEq for KeyBytes {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
+        match (&self.0, &other.0) {
             // The bytes past `len` are always zero, so whole arrays compare as the keys do,
             // in a few word compares rather than a call to memcmp.
             (
-                Self::Inline { len, bytes },
-                Self::Inline {
+                Repr::Inline { len, bytes },
+                Repr::Inline {
                     len: o_len,
                     bytes: o_bytes,
                 },
@@ -153,8 +157,8 @@ mod tests {
         let short: Vec<u8> = (0..INLINE_KEY_BYTES as u8).collect();
         let long: Vec<u8> = (0..=INLINE_KEY_BYTES as u8).collect();
         let (short_key, long_key) = (KeyBytes::new(&short), KeyBytes::new(&long));
-        assert!(matches!(short_key, KeyBytes::Inline { .. }));
-        assert!(matches!(long_key, KeyBytes::Shared(_)));
+        assert!(matches!(short_key.0, Repr::Inline { .. }));
+        assert!(matches!(long_key.0, Repr::Shared(_)));
         assert_eq!(&*short_key, short.as_slice());
         assert_eq!(&*long_key, long.as_slice());
         assert_eq!(hash_of(&short_key), hash_of(short.as_slice()));

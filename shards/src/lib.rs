@@ -17,9 +17,10 @@
 //! limits the runtime needs.
 //!
 //! The I/O-free core those executors run: acknowledgement slabs ([`ack`]), branch keys and
-//! branch → shard placement ([`branch_key`], kept keys inline when short: [`key_bytes`]), branch lifecycle tables (TTL sweeps, LRU
-//! eviction, eviction counters; [`branch_lifecycle`]), route flush decisions ([`flush`]) and
-//! relay owner buffers ([`relay_buffer`]).
+//! branch → shard placement ([`branch_key`]; kept keys are inline when short, [`key_bytes`]),
+//! branch lifecycle tables (TTL sweeps, LRU eviction, eviction counters;
+//! [`branch_lifecycle`]), route flush decisions ([`flush`]) and relay owner buffers
+//! ([`relay_buffer`]).
 
 pub mod ack;
 pub mod branch_key;
