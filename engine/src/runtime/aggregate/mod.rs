@@ -558,12 +558,17 @@ fn bool_rows(values: &dyn Array, range: Range<usize>, mut f: impl FnMut(bool)) {
     }
 }
 
+// A window emits one of these per record: built straight from the value (one buffer, no
+// builder and no validity bitmap when it is set), not through a builder over a `Vec<Option<_>>`.
 fn int64(value: Option<i64>) -> ArrayRef {
-    Arc::new(Int64Array::from(vec![value]))
+    Arc::new(value.map_or_else(|| Int64Array::new_null(1), |v| Int64Array::from_value(v, 1)))
 }
 
 fn float64(value: Option<f64>) -> ArrayRef {
-    Arc::new(Float64Array::from(vec![value]))
+    Arc::new(value.map_or_else(
+        || Float64Array::new_null(1),
+        |v| Float64Array::from_value(v, 1),
+    ))
 }
 
 fn boolean(value: Option<bool>) -> ArrayRef {
