@@ -754,9 +754,7 @@ impl Graph {
             }
         }
         self.log(node, logs);
-        for (relay, frame) in out_frames {
-            self.publish(node, relay, frame, at, cx);
-        }
+        self.publish_all(node, out_frames, at, cx);
     }
 
     fn log(&mut self, node: NodeRef, logs: Vec<String>) {

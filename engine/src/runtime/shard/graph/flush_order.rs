@@ -132,11 +132,25 @@ impl Graph {
         let mut keyed: Vec<_> = keys.into_iter().zip(out).collect();
         keyed.sort_by_key(|(key, _)| *key);
         self.route_due = (due_logical, due_physical);
+        // Consecutive frames of one node are published together (`publish_all` may merge them).
+        let mut from_node: Option<NodeRef> = None;
+        let mut publishing: Vec<(RelayId, Frame)> = Vec::new();
         for (_, (_, node, relay, frame)) in keyed {
+            if from_node != Some(node) {
+                if let Some(from) = from_node.take() {
+                    self.publish_all(from, std::mem::take(&mut publishing), at, cx);
+                }
+            }
             match node {
                 NodeRef::Emitter(index) => self.emitter_queues[index].ready.push_back(frame),
-                _ => self.publish(node, relay, frame, at, cx),
+                _ => {
+                    from_node = Some(node);
+                    publishing.push((relay, frame));
+                }
             }
+        }
+        if let Some(from) = from_node {
+            self.publish_all(from, publishing, at, cx);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Frames a stateless processor takes together: when a relay's only consumer is a junction or
-//! reingestor whose work never reads the frame's branch, the frames queued at the relay's
-//! front are handed to it as one frame.
+//! reingestor whose work never reads the frame's branch, frames for it travel and are handed
+//! to it as one frame — merged where they are published ([`Graph::publish_all`]: consecutive
+//! frames one node pass sends into the relay) and again where they are delivered (the frames
+//! queued at the relay's front).
 //!
 //! Why: a relay fed by many branches carries many small frames — a window closing hundreds of
 //! branches' windows sends one record per branch (Nexmark q5 regroups them by window) — and a
-//! node pass per frame costs far more than its rows.
+//! relay slot and a node pass per frame cost far more than its rows.
 //!
 //! Why it is the same as taking them one by one: such a node's work is row by row. Its
 //! filters, construction, WHERE and branch construction read the row and the execution
@@ -16,16 +18,17 @@
 //! share their route buffers' opening instant, so every outgoing branch receives the same rows
 //! in the same order. Acknowledgement runs are concatenated in row order, so each row keeps
 //! its payload; frames are merged only while they agree on carrying acknowledgements and
-//! event times. One difference is visible: a logged row error numbers the row within the
-//! merged frame.
+//! event times, and on publish only while they belong to one shard and the relay keeps no
+//! materialized state (that is per branch). One difference is visible: a logged row error
+//! numbers the row within the merged frame.
 //!
 //! Bounds: at most [`MAX_MERGED_FRAMES`] frames and, past the first, [`MAX_MERGED_ROWS`] rows
-//! per merged frame; each frame taken counts against the pump's delivery budget.
+//! per merged frame; on delivery each frame taken counts against the pump's delivery budget.
 
 use arrow_array::ArrayRef;
 use arrow_select::concat::{concat, concat_batches};
 
-use super::{Graph, NodeRef};
+use super::{Ctx, Graph, Instant, NodeRef};
 use crate::runtime::frame::{append_runs, Frame};
 use crate::runtime::plan::{BranchOut, ErrorPlan, NodeWork, RelayId};
 
@@ -85,6 +88,74 @@ impl Graph {
                     BranchOut::Construct { .. } | BranchOut::Unbranched
                 ) && !matches!(route.on_error, ErrorPlan::SendTo(_))
             })
+    }
+
+    /// Whether frames published into `relay` may be merged on the way in (module doc).
+    fn merges_on_publish(&self, relay: RelayId) -> bool {
+        match self.relays[relay].consumers[..] {
+            [only] => self.takes_merged(only) && !self.plan.relays[relay].materialized,
+            _ => false,
+        }
+    }
+
+    /// Publishes `frames` from one pass of `from`, in order; consecutive frames into a relay
+    /// that merges on publish go as one frame while they join and belong to one shard.
+    pub(super) fn publish_all(
+        &mut self,
+        from: NodeRef,
+        frames: Vec<(RelayId, Frame)>,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let mut merging: Vec<Frame> = Vec::new();
+        let mut merging_into: Option<(RelayId, usize)> = None;
+        let mut merging_rows = 0usize;
+        for (relay, frame) in frames {
+            let owner = self.owner_shard(relay, &frame, cx.shards);
+            let joins_pending = merging_into == Some((relay, owner))
+                && merging.len() < MAX_MERGED_FRAMES
+                && merging_rows < MAX_MERGED_ROWS
+                && joins(&merging[0], &frame);
+            if !joins_pending {
+                if let Some((into, _)) = merging_into.take() {
+                    self.publish_merged(from, into, std::mem::take(&mut merging), at, cx);
+                }
+                if !self.merges_on_publish(relay) {
+                    self.publish(from, relay, frame, at, cx);
+                    continue;
+                }
+                merging_into = Some((relay, owner));
+                merging_rows = 0;
+            }
+            merging_rows += frame.num_rows();
+            merging.push(frame);
+        }
+        if let Some((into, _)) = merging_into {
+            self.publish_merged(from, into, merging, at, cx);
+        }
+    }
+
+    /// Publishes `frames` as one merged frame, or one by one when they do not concatenate.
+    fn publish_merged(
+        &mut self,
+        from: NodeRef,
+        relay: RelayId,
+        frames: Vec<Frame>,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+    ) {
+        let merged = match frames.len() {
+            1 => None,
+            _ => merge(&frames),
+        };
+        match merged {
+            Some(frame) => self.publish(from, relay, frame, at, cx),
+            None => {
+                for frame in frames {
+                    self.publish(from, relay, frame, at, cx);
+                }
+            }
+        }
     }
 
     /// `first`, popped from `relay`, with the frames behind it that can join it (bounds in

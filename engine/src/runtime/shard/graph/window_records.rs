@@ -263,9 +263,7 @@ impl Graph {
             );
         }
         self.log(node, logs);
-        for (relay, frame) in out_frames {
-            self.publish(node, relay, frame, at, cx);
-        }
+        self.publish_all(node, out_frames, at, cx);
     }
 }
 
