@@ -71,6 +71,18 @@ fn merge(frames: &[Frame]) -> Option<Frame> {
     })
 }
 
+/// `frames` as one merged frame, or as they were when there is one or they do not
+/// concatenate.
+fn merged_or_apart(frames: Vec<Frame>) -> Vec<Frame> {
+    if frames.len() == 1 {
+        return frames;
+    }
+    match merge(&frames) {
+        Some(merged) => vec![merged],
+        None => frames,
+    }
+}
+
 impl Graph {
     /// Whether `consumer` may take consecutive frames of a relay as one (module doc).
     pub(super) fn takes_merged(&self, consumer: NodeRef) -> bool {
@@ -144,17 +156,8 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let merged = match frames.len() {
-            1 => None,
-            _ => merge(&frames),
-        };
-        match merged {
-            Some(frame) => self.publish(from, relay, frame, at, cx),
-            None => {
-                for frame in frames {
-                    self.publish(from, relay, frame, at, cx);
-                }
-            }
+        for frame in merged_or_apart(frames) {
+            self.publish(from, relay, frame, at, cx);
         }
     }
 
@@ -176,12 +179,6 @@ impl Graph {
             rows += popped.frame.num_rows();
             frames.push(popped.frame);
         }
-        if frames.len() == 1 {
-            return frames;
-        }
-        match merge(&frames) {
-            Some(merged) => vec![merged],
-            None => frames,
-        }
+        merged_or_apart(frames)
     }
 }
