@@ -21,6 +21,8 @@
 //!   arrive within that long of the step's start (timing cases: paced domains, generators).
 //! - `== quiet <n>ms` — nothing arrives for that long.
 //!
+//! - `== shards <n>` — the node runs `n` shards (default one), so branches spread over them.
+//!
 //! Lines starting with `#` are comments.
 
 #[path = "support/codec_cases.rs"]
@@ -68,6 +70,7 @@ struct Case {
     /// Per producer ingestor, in the order the case declares them.
     fields: Vec<(String, Fields)>,
     steps: Vec<Step>,
+    shards: usize,
 }
 
 fn parse(path: &Path) -> Case {
@@ -76,6 +79,7 @@ fn parse(path: &Path) -> Case {
         nspl: String::new(),
         fields: Vec::new(),
         steps: Vec::new(),
+        shards: 1,
     };
     let mut section: Option<(String, Vec<String>)> = None;
     let finish = |case: &mut Case, section: Option<(String, Vec<String>)>| {
@@ -98,6 +102,7 @@ fn parse(path: &Path) -> Case {
         };
         match words[0] {
             "nspl" => case.nspl = lines.join("\n"),
+            "shards" => case.shards = words[1].parse().expect("`shards <n>`"),
             "fields" => case.fields.push((
                 ingestor(),
                 lines
@@ -239,7 +244,13 @@ fn run(path: &Path) {
     let case = parse(path);
     let name = path.file_stem().unwrap().to_string_lossy().to_string();
     let dir = support::scratch_dir(&format!("processor-{name}"));
-    let node = Node::start(&dir);
+    let shards = case.shards.to_string();
+    let node = Node::start_on(
+        &dir,
+        support::free_addr(),
+        support::free_addr(),
+        &["--shards", &shards],
+    );
     define(&mut node.admin(), &case.nspl);
     runtime().block_on(async {
         let session = nervix_net::client::Session::connect(node.session)

@@ -7,8 +7,9 @@
 //! admitted) or the domain clock reaches that instant. When due, the retained rows before the
 //! window's end are folded into fresh accumulators, one per aggregate call, run by run, and the
 //! window emits one record. Stepping then removes the rows strictly before `start + STEP`
-//! (rows exactly at the cutoff remain) and the next window starts there, or at the next row
-//! when nothing remains. Each retained run is kept sorted by time, so both cuts are binary
+//! (rows exactly at the cutoff remain) and the next window starts there (or at the first later
+//! step whose window holds a retained row: a window of no rows emits nothing), or at the next
+//! row when nothing remains. Each retained run is kept sorted by time, so both cuts are binary
 //! searches and folds read contiguous slices. Because emission always refolds what is
 //! retained, no aggregate has to support removal, and a window's result is the same however
 //! its rows were batched (exact for counts and integer sums; float sums are compensated per
@@ -125,6 +126,21 @@ pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
         .flatten()
         .map(|a| crate::runtime::logical_bytes::column_logical_bytes(a.as_ref()))
         .sum()
+}
+
+/// Where the window after a step begins: at the step `cutoff`, or, when the earliest retained
+/// row is at or past that window's end, at the first later step that holds it. A window of
+/// the step grid that holds no row would emit a record of nothing (a branch whose next row
+/// came more than a width after its window, admitted before that window closed).
+fn next_start(plan: &WindowPlan, cutoff: i64, earliest_ns: i64) -> i64 {
+    let width = plan.width_ns.min(i64::MAX as u64) as i128;
+    let step = plan.step_ns.min(i64::MAX as u64) as i128;
+    let past_end = earliest_ns as i128 - (cutoff as i128 + width);
+    if past_end < 0 || step <= 0 {
+        return cutoff;
+    }
+    let steps = past_end / step + 1;
+    (cutoff as i128 + steps * step).min(i64::MAX as i128) as i64
 }
 
 impl WindowState {
@@ -270,7 +286,8 @@ impl WindowState {
             self.watermark_ns = None;
             None
         } else {
-            Some(cutoff)
+            let earliest = self.runs.iter().map(|run| run.times.value(0)).min();
+            Some(next_start(plan, cutoff, earliest.unwrap_or(cutoff)))
         };
         leaving
     }
@@ -593,6 +610,38 @@ mod tests {
         state.admit(sliced, Vec::new(), 2, Vec::new()).unwrap();
         assert_eq!(state.due_ns(plan), Some(13));
         state
+    }
+
+    #[test]
+    fn a_step_skips_the_windows_that_hold_no_row() {
+        // Width 10, step 10: rows at 3 and 37; after [3, 13) the grid windows [13, 23) and
+        // [23, 33) hold nothing, so the next is [33, 43).
+        let plan = times_only_plan();
+        let mut state = WindowState::default();
+        state
+            .admit(Int64Array::from(vec![3, 37]), Vec::new(), 2, Vec::new())
+            .unwrap();
+        state.step(&plan);
+        assert_eq!(state.start_ns(), Some(33));
+        // A row inside the next grid window keeps the window at the cutoff.
+        let mut state = WindowState::default();
+        state
+            .admit(Int64Array::from(vec![3, 22]), Vec::new(), 2, Vec::new())
+            .unwrap();
+        state.step(&plan);
+        assert_eq!(state.start_ns(), Some(13));
+        // Hopping (width 10, step 4): after [3, 13) the grid goes on at 7, 11, …; the first
+        // window holding a row at 30 is [23, 33).
+        let hopping = WindowPlan {
+            step_ns: 4,
+            ..times_only_plan()
+        };
+        let mut state = WindowState::default();
+        state
+            .admit(Int64Array::from(vec![3, 30]), Vec::new(), 2, Vec::new())
+            .unwrap();
+        state.step(&hopping);
+        assert_eq!(state.start_ns(), Some(23));
     }
 
     /// Where the rows' encoding byte sits: version, model, start, run count, two run lengths.
