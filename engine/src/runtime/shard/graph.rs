@@ -817,9 +817,14 @@ impl Graph {
     /// The shard that owns `frame` in `relay`: its branch's shard, or the root shard for
     /// unbranched frames.
     fn owner_shard(&self, relay: RelayId, frame: &Frame, shards: usize) -> usize {
+        self.key_owner_shard(relay, &frame.key, shards)
+    }
+
+    /// The shard that owns branch `key`'s rows in `relay`.
+    fn key_owner_shard(&self, relay: RelayId, key: &BranchKey, shards: usize) -> usize {
         match (
             &self.plan.relays[relay].branch,
-            &frame.key,
+            key,
             NonZeroUsize::new(shards),
         ) {
             (Some(_), BranchKey::Key(bytes), Some(count)) => shard_of_key_bytes(bytes, count),

@@ -103,7 +103,7 @@ impl Graph {
     }
 
     /// Whether frames published into `relay` may be merged on the way in (module doc).
-    fn merges_on_publish(&self, relay: RelayId) -> bool {
+    pub(super) fn merges_on_publish(&self, relay: RelayId) -> bool {
         match self.relays[relay].consumers[..] {
             [only] => self.takes_merged(only) && !self.plan.relays[relay].materialized,
             _ => false,

@@ -11,7 +11,11 @@
 //! Why that is the same as routing them one by one: a window's routes keep the branch or drop
 //! it (UNBRANCHED), a route's output rows keep their input order, and the records of one
 //! branch are adjacent in the pass; so cutting the output where the record's key changes
-//! gives each branch's route buffer the same rows, in the same order. Routes whose effect
+//! gives each branch's route buffer the same rows, in the same order. When the target relay's
+//! consumer takes frames merged (`merged_delivery`: it never reads the incoming branch), the
+//! output is cut only where the owner shard changes: the records it would have merged on
+//! publish leave as one frame in the first place (a window route takes no FLUSH, so no
+//! branch's buffering is skipped), and each record's branch is touched as before. Routes whose effect
 //! depends on the record's branch in other ways — materialized state bound per branch, error
 //! records that keep the failing branch (ON MESSAGE ERROR SEND TO) — take the one-by-one path.
 //!
@@ -50,14 +54,20 @@ fn routes_together(processor: &ProcessorPlan) -> bool {
         })
 }
 
-/// Cuts the one group a branch-keeping route made of the records into one group per branch:
-/// output row `j` came from record `input_rows[j]`, whose branch is `keys[input_rows[j]]`.
-fn split_by_record_key(group: RouteGroup, keys: &[BranchKey]) -> Vec<RouteGroup> {
+/// Cuts the one group a branch-keeping route made of the records into one group per run of
+/// records that `together` keeps together (same branch, or same owner shard): output row `j`
+/// came from record `input_rows[j]`, whose branch is `keys[input_rows[j]]`. Each group takes
+/// the branch of its first record.
+fn split_by_record(
+    group: RouteGroup,
+    keys: &[BranchKey],
+    together: impl Fn(usize, usize) -> bool,
+) -> Vec<RouteGroup> {
     let rows: &[u32] = group.input_rows.values();
     let mut groups = Vec::new();
     let mut start = 0usize;
     for end in 1..=rows.len() {
-        let cut = end == rows.len() || keys[rows[end] as usize] != keys[rows[start] as usize];
+        let cut = end == rows.len() || !together(rows[start] as usize, rows[end] as usize);
         if !cut {
             continue;
         }
@@ -239,10 +249,37 @@ impl Graph {
                 true,
             );
             if matches!(route.branch, BranchOut::Keep { .. }) {
-                output.groups = std::mem::take(&mut output.groups)
-                    .into_iter()
-                    .flat_map(|group| split_by_record_key(group, keys))
-                    .collect();
+                let groups = std::mem::take(&mut output.groups);
+                output.groups = if self.merges_on_publish(route.target) {
+                    // Its consumer takes frames merged, never reading their branch: the
+                    // records need not part by branch, only by owner shard (a frame goes to
+                    // one shard), so no route buffer and frame per record. Each record's
+                    // branch is still touched, as its own frame would have.
+                    let shards: Vec<usize> = keys
+                        .iter()
+                        .map(|key| self.key_owner_shard(route.target, key, cx.shards))
+                        .collect();
+                    if let Some(branch) = self.plan.relays[route.target].branch {
+                        for group in &groups {
+                            for row in group.input_rows.values() {
+                                if let BranchKey::Key(bytes) = &keys[*row as usize] {
+                                    self.touch_branch(branch, bytes, at.now.physical_ns);
+                                }
+                            }
+                        }
+                    }
+                    groups
+                        .into_iter()
+                        .flat_map(|group| {
+                            split_by_record(group, keys, |a, b| shards[a] == shards[b])
+                        })
+                        .collect()
+                } else {
+                    groups
+                        .into_iter()
+                        .flat_map(|group| split_by_record(group, keys, |a, b| keys[a] == keys[b]))
+                        .collect()
+                };
                 output.grouped_rows = None;
             }
             self.route_output(
@@ -291,7 +328,7 @@ mod tests {
             batch,
             input_rows: UInt32Array::from(vec![0, 1, 2, 4]),
         };
-        let groups = split_by_record_key(group, &keys);
+        let groups = split_by_record(group, &keys, |a, b| keys[a] == keys[b]);
         let cut: Vec<(BranchKey, Vec<u32>, Vec<i64>)> = groups
             .iter()
             .map(|g| {

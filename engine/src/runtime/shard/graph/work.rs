@@ -606,6 +606,8 @@ impl Graph {
         };
         let advanced = *node_watermark > before;
         let due = state.due_ns(window);
+        let reached_ns = node_watermark.map_or(at.snapshot_ns, |w| w.max(at.snapshot_ns));
+        let branch_due = due.is_some_and(|due| due <= reached_ns);
         if let Some(due) = due.filter(|due| Some(*due) != indexed_due) {
             due_index.insert((due, frame.key.clone()));
         }
@@ -614,9 +616,12 @@ impl Graph {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
         }
         // The rows may have moved the watermark past a window's end: this branch's, or, when
-        // the input watermark advanced, any branch's.
-        let only = (!advanced).then_some(&frame.key);
-        self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
+        // the input watermark advanced, any branch's. A pass for this branch alone when its
+        // window is not due would find nothing (most admissions leave their window open).
+        if advanced || branch_due {
+            let only = (!advanced).then_some(&frame.key);
+            self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
+        }
         self.forget_empty_window(index, &frame.key);
     }
 
@@ -678,6 +683,9 @@ impl Graph {
                 keys
             }
         };
+        if keys.is_empty() {
+            return;
+        }
         let mut records = Vec::new();
         let forgotten = &mut self.forgotten;
         for key in keys {
