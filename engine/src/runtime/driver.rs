@@ -26,6 +26,11 @@ use super::shard::ShardState;
 /// The longest the ticker sleeps without a deadline (branch TTL sweeps, ack timeouts).
 pub const MAX_TICK_SLEEP_MS: u64 = 50;
 
+/// While a backlog keeps the ticker busy (work deferred from step to step), the longest it
+/// goes without letting the executor poll its rings (sockets, timers), in ns: the FLUSH
+/// IMMEDIATE window, so a backlog delays new input no more than a flush waits anyway.
+pub const MAX_BACKLOG_IO_POLL_INTERVAL_NS: u64 = 100_000;
+
 /// Control → shard.
 pub enum Command {
     /// Domains the catalog knows and whether each is started.
@@ -318,6 +323,8 @@ pub async fn shard_main(
     let ticker_state = state.clone();
     let ticks = ctx.task_queue("ticker");
     let ticker = ctx.spawn_into(&ticks, async move {
+        // When the executor last polled its rings on the ticker's account (a sleep).
+        let mut rings_polled_ns = super::clock::physical_ns();
         loop {
             let (sleep_ns, more_work) = {
                 let shard = ticker_state.borrow();
@@ -330,8 +337,18 @@ pub async fn shard_main(
                 (sleep_ns, shard.more_work)
             };
             if more_work {
-                // Deferred admission: let every other task run once, then continue it.
-                glommio::timer::sleep(Duration::from_micros(1)).await;
+                // Deferred work: let every other task run once, then continue it. Yielding
+                // the task queue lets runnable tasks go first without the executor's I/O
+                // poll; a sleep reaches that poll but parks the thread in the kernel on a
+                // timer (several µs in a VM, most of a small step), so it is taken only
+                // once per MAX_BACKLOG_IO_POLL_INTERVAL_NS.
+                let now = super::clock::physical_ns();
+                if now.saturating_sub(rings_polled_ns) >= MAX_BACKLOG_IO_POLL_INTERVAL_NS {
+                    glommio::timer::sleep(Duration::from_micros(1)).await;
+                    rings_polled_ns = super::clock::physical_ns();
+                } else {
+                    glommio::executor().yield_task_queue_now().await;
+                }
                 ticker_state.borrow_mut().tick();
                 continue;
             }
@@ -343,6 +360,7 @@ pub async fn shard_main(
                     let _ = kicked.recv().await;
                 };
                 futures_lite::future::or(sleep, woken).await;
+                rings_polled_ns = super::clock::physical_ns();
             }
             let mut shard = ticker_state.borrow_mut();
             shard.ticker_sleeps_until_ns = 0;
