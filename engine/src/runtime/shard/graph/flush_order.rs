@@ -129,13 +129,20 @@ impl Graph {
                 .flatten();
             keys.extend(std::iter::repeat_n((earliest, buffer[0].0), buffer.len()));
         }
-        let mut keyed: Vec<_> = keys.into_iter().zip(out).collect();
-        keyed.sort_by_key(|(key, _)| *key);
+        // Sorted as (key, position) pairs, then taken in that order: a flush can hold
+        // thousands of frames, and moving them whole through the sort cost more than the
+        // comparisons. The position breaks ties, so the order is the stable one.
+        let mut order: Vec<((Option<i64>, u64), usize)> = keys.into_iter().zip(0usize..).collect();
+        order.sort_unstable();
+        let mut slots: Vec<Option<_>> = out.into_iter().map(Some).collect();
         self.route_due = (due_logical, due_physical);
         // Consecutive frames of one node are published together (`publish_all` may merge them).
         let mut from_node: Option<NodeRef> = None;
         let mut publishing: Vec<(RelayId, Frame)> = Vec::new();
-        for (_, (_, node, relay, frame)) in keyed {
+        for (_, position) in order {
+            let Some((_, node, relay, frame)) = slots[position].take() else {
+                continue;
+            };
             if from_node != Some(node) {
                 if let Some(from) = from_node.take() {
                     self.publish_all(from, std::mem::take(&mut publishing), at, cx);
