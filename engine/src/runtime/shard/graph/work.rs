@@ -558,14 +558,8 @@ impl Graph {
             return;
         };
         let node_watermark = watermark_ns;
-        // Looked up before inserting: most frames reach a window that exists, and cloning
-        // the key for the entry API would allocate every time.
-        if !windows.contains_key(&frame.key) {
-            windows.insert(frame.key.clone(), WindowState::default());
-        }
-        let Some(state) = windows.get_mut(&frame.key) else {
-            return;
-        };
+        // One lookup: a key clone copies inline bytes or counts a reference, never allocates.
+        let state = windows.entry(frame.key.clone()).or_default();
         // Every open window's (due, branch) is in the index already.
         let indexed_due = state.due_ns(window);
         let bytes = crate::runtime::exec::window::args_bytes(&args);
@@ -599,6 +593,9 @@ impl Graph {
         if let Err(error) = state.admit(times, args, kept.rows, retained_acks) {
             logs.push(format!("rows could not enter the window: {error}"));
         }
+        // An emission pass drops the windows it empties; one left empty here (no row
+        // admitted) is dropped below.
+        let holds_rows = state.retained_rows() > 0;
         let before = *node_watermark;
         *node_watermark = match (before, state.watermark_ns()) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -622,7 +619,9 @@ impl Graph {
             let only = (!advanced).then_some(&frame.key);
             self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
         }
-        self.forget_empty_window(index, &frame.key);
+        if !holds_rows {
+            self.forget_empty_window(index, &frame.key);
+        }
     }
 
     /// Drops branch `key`'s window of processor `index` if it holds nothing (every row of a
