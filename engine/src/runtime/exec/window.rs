@@ -614,34 +614,32 @@ mod tests {
 
     #[test]
     fn a_step_skips_the_windows_that_hold_no_row() {
-        // Width 10, step 10: rows at 3 and 37; after [3, 13) the grid windows [13, 23) and
-        // [23, 33) hold nothing, so the next is [33, 43).
-        let plan = times_only_plan();
-        let mut state = WindowState::default();
-        state
-            .admit(Int64Array::from(vec![3, 37]), Vec::new(), 2, Vec::new())
-            .unwrap();
-        state.step(&plan);
-        assert_eq!(state.start_ns(), Some(33));
-        // A row inside the next grid window keeps the window at the cutoff.
-        let mut state = WindowState::default();
-        state
-            .admit(Int64Array::from(vec![3, 22]), Vec::new(), 2, Vec::new())
-            .unwrap();
-        state.step(&plan);
-        assert_eq!(state.start_ns(), Some(13));
-        // Hopping (width 10, step 4): after [3, 13) the grid goes on at 7, 11, …; the first
-        // window holding a row at 30 is [23, 33).
-        let hopping = WindowPlan {
-            step_ns: 4,
-            ..times_only_plan()
-        };
-        let mut state = WindowState::default();
-        state
-            .admit(Int64Array::from(vec![3, 30]), Vec::new(), 2, Vec::new())
-            .unwrap();
-        state.step(&hopping);
-        assert_eq!(state.start_ns(), Some(23));
+        // (step, row times, where the window after the first step starts); width 10, the
+        // first window [3, 13).
+        let cases = [
+            // Tumbling: [13, 23) and [23, 33) hold nothing, so the next is [33, 43).
+            (10, [3, 37], 33),
+            // A row inside the next grid window keeps the window at the cutoff.
+            (10, [3, 22], 13),
+            // Hopping: the grid goes on at 7, 11, …; the first window holding 30 is [23, 33).
+            (4, [3, 30], 23),
+        ];
+        for (step_ns, times, next_start_ns) in cases {
+            let plan = WindowPlan {
+                step_ns,
+                ..times_only_plan()
+            };
+            let mut state = WindowState::default();
+            state
+                .admit(Int64Array::from(times.to_vec()), Vec::new(), 2, Vec::new())
+                .unwrap();
+            state.step(&plan);
+            assert_eq!(
+                state.start_ns(),
+                Some(next_start_ns),
+                "step {step_ns}, rows {times:?}"
+            );
+        }
     }
 
     /// Where the rows' encoding byte sits: version, model, start, run count, two run lengths.

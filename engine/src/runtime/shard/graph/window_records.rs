@@ -15,9 +15,10 @@
 //! consumer takes frames merged (`merged_delivery`: it never reads the incoming branch), the
 //! output is cut only where the owner shard changes: the records it would have merged on
 //! publish leave as one frame in the first place (a window route takes no FLUSH, so no
-//! branch's buffering is skipped), and each record's branch is touched as before. Routes whose effect
-//! depends on the record's branch in other ways — materialized state bound per branch, error
-//! records that keep the failing branch (ON MESSAGE ERROR SEND TO) — take the one-by-one path.
+//! branch's buffering is skipped), and each record's branch is touched as before. Routes
+//! whose effect depends on the record's branch in other ways — materialized state bound per
+//! branch, error records that keep the failing branch (ON MESSAGE ERROR SEND TO) — take the
+//! one-by-one path.
 //!
 //! Acknowledgements: records carry none (module doc of `exec::window`); the rows a record's
 //! window releases are acknowledged once the record was routed, or negatively acknowledged
