@@ -6,6 +6,7 @@
 
 pub mod avro;
 pub mod cbor;
+pub mod document_plan;
 pub mod jaq;
 pub mod json;
 pub mod rows;

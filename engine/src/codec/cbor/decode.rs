@@ -16,9 +16,10 @@ use crate::codec::json::datetime::parse_rfc3339;
 use crate::types::DataType as T;
 
 use super::error::{DecodeCause, DecodeError};
-use super::plan::{CborCodecPlan, Rule};
 use super::reader::{fail, Fail, Head, Reader};
+use super::CborCodecPlan;
 use super::MAX_RECORDS_PER_PAYLOAD;
+use crate::codec::document_plan::Rule;
 
 /// Nanoseconds per second, for tag 1 (epoch seconds).
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -247,7 +248,7 @@ impl CborDecoder {
         match slot.rule {
             Rule::Skip => skip_typed(r, slot.ty, depth),
             Rule::Null => Err(mismatch(at, "null", head)),
-            Rule::Text | Rule::Bytes => {
+            Rule::Text => {
                 r.head()?;
                 match head {
                     Head::Text(len) => push_string(r, column, true, len, at),

@@ -22,7 +22,8 @@ use arrow_schema::DataType as Arrow;
 use crate::codec::json::datetime::write_rfc3339;
 use crate::codec::rows::EncodedRows;
 
-use super::plan::{CborCodecPlan, Rule};
+use super::CborCodecPlan;
+use crate::codec::document_plan::Rule;
 
 const NULL: u8 = 0xF6;
 

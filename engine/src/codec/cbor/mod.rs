@@ -37,14 +37,16 @@
 mod decode;
 mod encode;
 mod error;
-mod plan;
 mod reader;
 
+pub use super::document_plan::CodecError;
 pub use super::json::MAX_RECORDS_PER_PAYLOAD;
 pub use decode::CborDecoder;
 pub use encode::{encode_cbor, encode_cbor_rows};
-pub use error::{CodecError, DecodeCause, DecodeError};
-pub use plan::CborCodecPlan;
+pub use error::{DecodeCause, DecodeError};
+
+/// A WIRE CBOR codec's plan (`codec::document_plan`).
+pub type CborCodecPlan = super::document_plan::DocumentPlan<super::document_plan::Cbor>;
 
 /// CBOR nesting deeper than this is refused with an error (never a stack overflow).
 pub const MAX_CBOR_DEPTH: usize = 128;

@@ -19,9 +19,10 @@ use nervix_nspl::ast::catalog::{DocType, WireMode};
 use super::columns::{Column, Data, MAX_OFFSET};
 use super::datetime::parse_rfc3339;
 use super::error::{line_col, DecodeCause, DecodeError, ScanError, SyntaxError};
-use super::plan::{JsonCodecPlan, Rule};
 use super::scanner::{kind_of, unescape_into, Scanner};
+use super::JsonCodecPlan;
 use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
+use crate::codec::document_plan::Rule;
 
 /// A decoding failure before its record and position are attached.
 struct Fail {

@@ -21,8 +21,9 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType as Arrow;
 
 use super::datetime::write_rfc3339;
-use super::plan::{JsonCodecPlan, Rule};
 use super::scanner::validate_json_text;
+use super::JsonCodecPlan;
+use crate::codec::document_plan::Rule;
 
 /// A plan's written members over `batch`: wire name, rule and the column feeding it.
 pub(super) type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;

@@ -28,7 +28,8 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::DataType as Arrow;
 
 use super::encode::{members, write_member, write_string};
-use super::plan::{JsonCodecPlan, Rule};
+use super::JsonCodecPlan;
+use crate::codec::document_plan::Rule;
 use crate::codec::rows::EncodedRows;
 
 /// An integer type with a JSON spelling: its sign and magnitude.

@@ -1,5 +1,5 @@
-//! The errors of the JSON codec: [`CodecError`] when a plan cannot be built from the catalog,
-//! [`DecodeError`] when a payload is refused.
+//! The errors of the JSON codec when a payload is refused ([`DecodeError`]); a plan that cannot
+//! be built from the catalog is a [`crate::codec::document_plan::CodecError`].
 //!
 //! A [`DecodeError`] says what and where: the record's index within the payload (0-based), the
 //! field (the wire key), the byte offset into the payload, its 1-based line and column (useful
@@ -11,35 +11,6 @@ use std::fmt;
 use crate::types::DataType;
 
 use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
-
-/// Why a [`super::JsonCodecPlan`] cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CodecError {
-    #[error("codec '{codec}' is not a WIRE JSON codec")]
-    NotWireJson { codec: String },
-    #[error("codec '{codec}' reads wire schema '{expected}', not '{given}'")]
-    WrongWireSchema {
-        codec: String,
-        expected: String,
-        given: String,
-    },
-    #[error("wire schema '{wire}' is not a WIRE JSON schema")]
-    WireNotJson { wire: String },
-    #[error("wire schema '{wire}' declares field '{field}' twice")]
-    DuplicateWireField { wire: String, field: String },
-    #[error("schema field '{field}' appears twice")]
-    DuplicateField { field: String },
-    #[error("required field '{field}' has no required wire field of the same name")]
-    Unproducible { field: String },
-    #[error("wire field '{field}' ({wire_type}) does not decode into {target}")]
-    Undecodable {
-        field: String,
-        wire_type: &'static str,
-        target: DataType,
-    },
-    #[error("ENCODE {field} AS RFC3339 needs a DATETIME field fed by a wire string")]
-    BadEncoding { field: String },
-}
 
 /// Where a [`DecodeError`] happened and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -39,16 +39,18 @@ pub(crate) mod encode;
 mod encode_rows;
 mod error;
 mod plain;
-mod plan;
 mod scanner;
 
+pub use super::document_plan::CodecError;
 pub use decode::JsonDecoder;
 pub use encode::encode_ndjson;
 pub use encode_rows::encode_json_rows;
-pub use error::{CodecError, DecodeCause, DecodeError, SyntaxError};
+pub use error::{DecodeCause, DecodeError, SyntaxError};
 pub use plain::encode_plain_json_rows;
-pub use plan::JsonCodecPlan;
 pub use scanner::validate_json_text;
+
+/// A WIRE JSON codec's plan (`codec::document_plan`).
+pub type JsonCodecPlan = super::document_plan::DocumentPlan<super::document_plan::Json>;
 
 /// JSON nesting deeper than this is refused with an error (never a stack overflow).
 pub const MAX_JSON_DEPTH: usize = 128;

@@ -1,5 +1,11 @@
-//! [`JsonCodecPlan`]: what a WIRE JSON codec does, resolved once per ingestor from the catalog
-//! entities and shared (`Arc`) by every shard's decoder.
+//! [`DocumentPlan`]: what a codec of a document wire format (WIRE JSON, WIRE CBOR) does,
+//! resolved once per ingestor from the catalog entities and shared (`Arc`) by every shard's
+//! decoder.
+//!
+//! Both formats declare their wire schemas in the same document types (`WireField<DocType>`),
+//! so one plan serves both. Its format marker ([`Json`], [`Cbor`]) keeps a plan of one format
+//! from reaching the other's decoder, names the format in errors, and carries the decode
+//! table's one difference: a CBOR byte string lets a wire `string` feed BYTES.
 //!
 //! Building re-checks the decode table of `validate::catalog_entities::codec` (a plan is never
 //! built for a codec the catalog would refuse, but a plan must not trust that): every schema
@@ -7,17 +13,72 @@
 //! always null; wire fields no schema field names get [`Rule::Skip`] (checked, then dropped).
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use arrow_schema::SchemaRef;
 use nervix_nspl::ast::catalog::{
-    CodecSource, CreateCodec, CreateWireSchema, DocType, WireDefinition, WireFormat, WireMode,
+    CodecSource, CreateCodec, CreateWireSchema, DocType, WireDefinition, WireField, WireFormat,
+    WireMode,
 };
 
 use crate::runtime::plan::arrow_schema;
 use crate::types::DataType;
 use crate::validate::route::Field;
 
-use super::error::CodecError;
+/// A document wire format: what its plans differ in.
+pub trait DocumentFormat {
+    const FORMAT: WireFormat;
+    /// Whether a wire `string` may feed a BYTES field (a CBOR byte string, or a text string's
+    /// UTF-8); JSON has no byte strings.
+    const STRING_INTO_BYTES: bool;
+}
+
+/// The WIRE JSON format.
+#[derive(Debug)]
+pub enum Json {}
+
+impl DocumentFormat for Json {
+    const FORMAT: WireFormat = WireFormat::Json;
+    const STRING_INTO_BYTES: bool = false;
+}
+
+/// The WIRE CBOR format.
+#[derive(Debug)]
+pub enum Cbor {}
+
+impl DocumentFormat for Cbor {
+    const FORMAT: WireFormat = WireFormat::Cbor;
+    const STRING_INTO_BYTES: bool = true;
+}
+
+/// Why a [`DocumentPlan`] cannot be built; `format` is the format's keyword (`JSON`, `CBOR`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("codec '{codec}' is not a WIRE {format} codec")]
+    NotThisFormat { codec: String, format: &'static str },
+    #[error("codec '{codec}' reads wire schema '{expected}', not '{given}'")]
+    WrongWireSchema {
+        codec: String,
+        expected: String,
+        given: String,
+    },
+    #[error("wire schema '{wire}' is not a WIRE {format} schema")]
+    WireNotThisFormat { wire: String, format: &'static str },
+    #[error("wire schema '{wire}' declares field '{field}' twice")]
+    DuplicateWireField { wire: String, field: String },
+    #[error("schema field '{field}' appears twice")]
+    DuplicateField { field: String },
+    #[error("required field '{field}' has no required wire field of the same name")]
+    Unproducible { field: String },
+    #[error("wire field '{field}' ({wire_type}) does not decode into {target}")]
+    Undecodable {
+        field: String,
+        wire_type: &'static str,
+        target: DataType,
+    },
+    #[error("ENCODE {field} AS RFC3339 needs a DATETIME field fed by a wire string")]
+    BadEncoding { field: String },
+}
 
 /// How one wire field's values become column values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,11 +87,12 @@ pub(crate) enum Rule {
     Skip,
     /// `null` wire type: the value must be `null`; the field is always null.
     Null,
-    /// `string` into STRING.
+    /// `string` into STRING, or (CBOR) into BYTES: the column's type decides. In CBOR a text
+    /// string or a byte string holding UTF-8 feeds STRING, either kind feeds BYTES.
     Text,
-    /// `object` into STRING, as the object's exact JSON text.
+    /// `object` into STRING, as the object's exact JSON text (a CBOR map's JSON text).
     ObjectText,
-    /// `string` into DATETIME with `ENCODE f AS RFC3339`.
+    /// `string` into DATETIME with `ENCODE f AS RFC3339` (in CBOR also tags 0 and 1).
     Rfc3339,
     /// `integer`, `number`, `boolean` and `array`: decoded by the column's type.
     Typed,
@@ -47,38 +109,47 @@ pub(crate) struct WireSlot {
     pub column: Option<usize>,
 }
 
-/// An immutable WIRE JSON decoding and encoding plan.
+/// An immutable decoding and encoding plan of document format `F`.
 #[derive(Debug)]
-pub struct JsonCodecPlan {
+pub struct DocumentPlan<F> {
     pub(crate) schema: SchemaRef,
     pub(crate) mode: WireMode,
     pub(crate) wire: Vec<WireSlot>,
-    /// Wire name → index into `wire`, built once; see [`JsonCodecPlan::lookup`].
+    /// Wire name → index into `wire`, built once; see [`DocumentPlan::lookup`].
     by_name: HashMap<Box<[u8]>, usize>,
     /// Per schema column: its type and the wire field feeding it.
     pub(crate) columns: Vec<(DataType, Option<usize>)>,
     /// The wire fields a record must hold.
     pub(crate) required: Vec<usize>,
+    format: PhantomData<F>,
 }
 
-impl JsonCodecPlan {
-    /// Resolves `codec` (which must read WIRE JSON schema `wire`) into `target`, the fields of
-    /// the codec's `TO SCHEMA` in order.
+impl<F: DocumentFormat> DocumentPlan<F> {
+    /// Resolves `codec` (which must read a wire schema `wire` of format `F`) into `target`, the
+    /// fields of the codec's `TO SCHEMA` in order.
     pub fn build(
         codec: &CreateCodec,
         wire: &CreateWireSchema,
         target: &[Field],
-    ) -> Result<JsonCodecPlan, CodecError> {
+    ) -> Result<DocumentPlan<F>, CodecError> {
+        let format = F::FORMAT.keyword();
         let CodecSource::Wire {
-            format: WireFormat::Json,
+            format: codec_format,
             wire_schema,
             encodings,
         } = &codec.source
         else {
-            return Err(CodecError::NotWireJson {
+            return Err(CodecError::NotThisFormat {
                 codec: codec.name.name.clone(),
+                format,
             });
         };
+        if *codec_format != F::FORMAT {
+            return Err(CodecError::NotThisFormat {
+                codec: codec.name.name.clone(),
+                format,
+            });
+        }
         if wire_schema.name != wire.name.name {
             return Err(CodecError::WrongWireSchema {
                 codec: codec.name.name.clone(),
@@ -86,9 +157,10 @@ impl JsonCodecPlan {
                 given: wire.name.name.clone(),
             });
         }
-        let WireDefinition::Json { mode, fields } = &wire.definition else {
-            return Err(CodecError::WireNotJson {
+        let Some((mode, fields)) = document_fields::<F>(&wire.definition) else {
+            return Err(CodecError::WireNotThisFormat {
                 wire: wire.name.name.clone(),
+                format,
             });
         };
         let mut by_name = HashMap::with_capacity(fields.len());
@@ -149,23 +221,25 @@ impl JsonCodecPlan {
                 });
             }
             let encoded = encodings.iter().any(|e| e.field.name == field.name);
-            slot.rule =
-                rule(slot.ty, ty, encoded, field.ty.nullable).ok_or(CodecError::Undecodable {
+            slot.rule = rule::<F>(slot.ty, ty, encoded, field.ty.nullable).ok_or(
+                CodecError::Undecodable {
                     field: field.name.clone(),
                     wire_type: slot.ty.word(),
                     target: ty.clone(),
-                })?;
+                },
+            )?;
             slot.column = Some(c);
             columns.push((ty.clone(), Some(w)));
         }
         let required = (0..slots.len()).filter(|&w| !slots[w].optional).collect();
-        Ok(JsonCodecPlan {
+        Ok(DocumentPlan {
             schema: arrow_schema(target),
             mode: *mode,
             wire: slots,
             by_name,
             columns,
             required,
+            format: PhantomData,
         })
     }
 
@@ -187,13 +261,30 @@ impl JsonCodecPlan {
     }
 }
 
-/// The rule decoding wire type `wire` into `target`, by the table of
+/// The mode and fields of `definition` when it is a wire schema of format `F`.
+fn document_fields<F: DocumentFormat>(
+    definition: &WireDefinition,
+) -> Option<(&WireMode, &[WireField<DocType>])> {
+    match (definition, F::FORMAT) {
+        (WireDefinition::Json { mode, fields }, WireFormat::Json)
+        | (WireDefinition::Cbor { mode, fields }, WireFormat::Cbor) => Some((mode, fields)),
+        _ => None,
+    }
+}
+
+/// The rule decoding wire type `wire` into `target` in format `F`, by the table of
 /// `validate::catalog_entities::codec`; `None` where the table has no entry.
-fn rule(wire: DocType, target: &DataType, encoded: bool, nullable: bool) -> Option<Rule> {
+fn rule<F: DocumentFormat>(
+    wire: DocType,
+    target: &DataType,
+    encoded: bool,
+    nullable: bool,
+) -> Option<Rule> {
     let ok = |accepted: bool, rule: Rule| accepted.then_some(rule);
     match wire {
         DocType::Null => ok(nullable, Rule::Null),
         DocType::String if *target == DataType::Datetime => ok(encoded, Rule::Rfc3339),
+        DocType::String if *target == DataType::Bytes => ok(F::STRING_INTO_BYTES, Rule::Text),
         DocType::String => ok(*target == DataType::String, Rule::Text),
         DocType::Object => ok(*target == DataType::String, Rule::ObjectText),
         DocType::Integer => ok(target.is_integer(), Rule::Typed),
@@ -208,9 +299,9 @@ fn rule(wire: DocType, target: &DataType, encoded: bool, nullable: bool) -> Opti
     }
 }
 
-/// Whether a JSON value can decode into `ty` as an array element (or, for a list type, hold
-/// such elements): anything but an innermost DATETIME (ENCODE names whole fields only), and no
-/// ARRAY without dimensions or with one Arrow cannot represent.
+/// Whether a document value can decode into `ty` as an array element (or, for a list type,
+/// hold such elements): anything but an innermost DATETIME (ENCODE names whole fields only),
+/// and no ARRAY without dimensions or with one Arrow cannot represent.
 fn elements_decode(ty: &DataType) -> bool {
     match ty {
         DataType::Vec(e) | DataType::List(e) => elements_decode(e),
