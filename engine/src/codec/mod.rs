@@ -7,6 +7,7 @@
 pub mod avro;
 pub mod cbor;
 pub mod document_plan;
+mod document_rows;
 pub mod jaq;
 pub mod json;
 pub mod rows;

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::{DocType, WireMode};
 
 use crate::codec::json::columns::{Column, Data, MAX_OFFSET};
@@ -20,6 +20,7 @@ use super::reader::{fail, Fail, Head, Reader};
 use super::CborCodecPlan;
 use super::MAX_RECORDS_PER_PAYLOAD;
 use crate::codec::document_plan::Rule;
+use crate::codec::document_rows::DocumentRows;
 
 /// Nanoseconds per second, for tag 1 (epoch seconds).
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -38,24 +39,15 @@ fn mismatch(at: usize, expected: &'static str, found: Head) -> Fail {
 #[derive(Debug)]
 pub struct CborDecoder {
     plan: Arc<CborCodecPlan>,
-    columns: Vec<Column>,
-    rows: usize,
-    /// Per wire field: the stamp of the last record that held its key.
-    seen: Vec<u32>,
-    stamp: u32,
+    buffered: DocumentRows,
     scratch: Vec<u8>,
 }
 
 impl CborDecoder {
     pub fn new(plan: Arc<CborCodecPlan>) -> CborDecoder {
-        let columns = plan.columns.iter().map(|(ty, _)| Column::new(ty)).collect();
-        let seen = vec![0; plan.wire.len()];
         CborDecoder {
+            buffered: DocumentRows::new(&plan),
             plan,
-            columns,
-            rows: 0,
-            seen,
-            stamp: 0,
             scratch: Vec::new(),
         }
     }
@@ -63,15 +55,12 @@ impl CborDecoder {
     /// Decodes one payload: one map, an array of maps, or a CBOR sequence of maps. Atomic: on
     /// `Err` no row of this payload stays buffered. Returns the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.rows;
+        let before = self.buffered.rows();
         let mut record = 0u32;
         match self.records(payload, &mut record) {
             Ok(()) => Ok(record),
             Err((in_record, f)) => {
-                for column in &mut self.columns {
-                    column.truncate(before);
-                }
-                self.rows = before;
+                self.buffered.truncate(before);
                 Err(DecodeError {
                     record: in_record.then_some(record),
                     field: f.field,
@@ -84,22 +73,12 @@ impl CborDecoder {
 
     /// Rows decoded since the last [`CborDecoder::finish`].
     pub fn buffered_rows(&self) -> usize {
-        self.rows
+        self.buffered.rows()
     }
 
     /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
     pub fn finish(&mut self) -> RecordBatch {
-        let schema = self.plan.schema();
-        let arrays = self
-            .columns
-            .iter_mut()
-            .zip(schema.fields().iter())
-            .map(|(column, field)| column.finish(field.data_type()))
-            .collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        self.rows = 0;
-        RecordBatch::try_new_with_options(schema, arrays, &options)
-            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+        self.buffered.finish(self.plan.schema())
     }
 
     /// Walks the payload's records; on error says whether it happened inside record `record`.
@@ -155,7 +134,7 @@ impl CborDecoder {
         };
         let count = r.enter(n, at, depth)?;
         let depth = depth + 1;
-        self.next_stamp();
+        self.buffered.begin_record();
         let mut guess = 0;
         let mut done = 0;
         while r.more(count, done)? {
@@ -182,42 +161,23 @@ impl CborDecoder {
                 })?;
                 continue;
             };
-            if self.seen[w] == self.stamp {
+            if !self.buffered.hold(w) {
                 return Err(Fail {
                     field: name(&self.scratch),
                     ..fail(key_at, DecodeCause::DuplicateKey)
                 });
             }
-            self.seen[w] = self.stamp;
             self.field(plan, r, w, depth).map_err(|f| Fail {
                 field: Some(plan.wire[w].name.clone()),
                 ..f
             })?;
             guess = w + 1;
         }
-        for &w in &plan.required {
-            if self.seen[w] != self.stamp {
-                return Err(Fail {
-                    field: Some(plan.wire[w].name.clone()),
-                    ..fail(at, DecodeCause::Missing)
-                });
-            }
-        }
-        for (column, (_, wire)) in self.columns.iter_mut().zip(&plan.columns) {
-            if wire.is_none_or(|w| self.seen[w] != self.stamp) {
-                column.push_null();
-            }
-        }
-        self.rows += 1;
+        self.buffered.end_record(plan).map_err(|w| Fail {
+            field: Some(plan.wire[w].name.clone()),
+            ..fail(at, DecodeCause::Missing)
+        })?;
         Ok(())
-    }
-
-    fn next_stamp(&mut self) {
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.seen.fill(0);
-            self.stamp = 1;
-        }
     }
 
     /// Decodes the value of wire field `w` at the cursor.
@@ -237,14 +197,14 @@ impl CborDecoder {
                 return Err(fail(at, DecodeCause::Null));
             }
             if let Some(c) = slot.column {
-                self.columns[c].push_null();
+                self.buffered.column(c).push_null();
             }
             return Ok(());
         }
         let Some(c) = slot.column else {
             return skip_typed(r, slot.ty, depth);
         };
-        let column = &mut self.columns[c];
+        let column = self.buffered.column(c);
         match slot.rule {
             Rule::Skip => skip_typed(r, slot.ty, depth),
             Rule::Null => Err(mismatch(at, "null", head)),

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::{DocType, WireMode};
 
 use super::columns::{Column, Data, MAX_OFFSET};
@@ -23,6 +23,7 @@ use super::scanner::{kind_of, unescape_into, Scanner};
 use super::JsonCodecPlan;
 use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
 use crate::codec::document_plan::Rule;
+use crate::codec::document_rows::DocumentRows;
 
 /// A decoding failure before its record and position are attached.
 struct Fail {
@@ -69,24 +70,15 @@ fn mismatch(offset: usize, expected: &'static str, found: Option<u8>) -> Fail {
 #[derive(Debug)]
 pub struct JsonDecoder {
     plan: Arc<JsonCodecPlan>,
-    columns: Vec<Column>,
-    rows: usize,
-    /// Per wire field: the stamp of the last record that held its key.
-    seen: Vec<u32>,
-    stamp: u32,
+    buffered: DocumentRows,
     scratch: Vec<u8>,
 }
 
 impl JsonDecoder {
     pub fn new(plan: Arc<JsonCodecPlan>) -> JsonDecoder {
-        let columns = plan.columns.iter().map(|(ty, _)| Column::new(ty)).collect();
-        let seen = vec![0; plan.wire.len()];
         JsonDecoder {
+            buffered: DocumentRows::new(&plan),
             plan,
-            columns,
-            rows: 0,
-            seen,
-            stamp: 0,
             scratch: Vec::new(),
         }
     }
@@ -95,15 +87,12 @@ impl JsonDecoder {
     /// by newlines / whitespace). Atomic: on `Err` no row of this payload stays buffered.
     /// Returns the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.rows;
+        let before = self.buffered.rows();
         let mut record = 0u32;
         match self.records(payload, &mut record) {
             Ok(()) => Ok(record),
             Err((in_record, f)) => {
-                for column in &mut self.columns {
-                    column.truncate(before);
-                }
-                self.rows = before;
+                self.buffered.truncate(before);
                 let (line, column) = line_col(payload, f.offset);
                 Err(DecodeError {
                     record: in_record.then_some(record),
@@ -119,22 +108,12 @@ impl JsonDecoder {
 
     /// Rows decoded since the last [`JsonDecoder::finish`].
     pub fn buffered_rows(&self) -> usize {
-        self.rows
+        self.buffered.rows()
     }
 
     /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
     pub fn finish(&mut self) -> RecordBatch {
-        let schema = self.plan.schema();
-        let arrays = self
-            .columns
-            .iter_mut()
-            .zip(schema.fields().iter())
-            .map(|(column, field)| column.finish(field.data_type()))
-            .collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        self.rows = 0;
-        RecordBatch::try_new_with_options(schema, arrays, &options)
-            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+        self.buffered.finish(self.plan.schema())
     }
 
     /// Walks the payload's records; on error says whether it happened inside record `record`.
@@ -212,7 +191,7 @@ impl JsonDecoder {
         }
         s.pos += 1;
         let depth = depth + 1;
-        self.next_stamp();
+        self.buffered.begin_record();
         let mut guess = 0;
         s.skip_ws();
         if s.peek() == Some(b'}') {
@@ -240,13 +219,12 @@ impl JsonDecoder {
                     });
                 }
                 if let Some(w) = slot {
-                    if self.seen[w] == self.stamp {
+                    if !self.buffered.hold(w) {
                         return Err(Fail {
                             field: Some(name()),
                             ..fail(key_at, DecodeCause::DuplicateKey)
                         });
                     }
-                    self.seen[w] = self.stamp;
                 }
                 s.skip_ws();
                 s.expect(b':')?;
@@ -278,29 +256,11 @@ impl JsonDecoder {
                 }
             }
         }
-        for &w in &plan.required {
-            if self.seen[w] != self.stamp {
-                return Err(Fail {
-                    field: Some(plan.wire[w].name.clone()),
-                    ..fail(s.pos - 1, DecodeCause::Missing)
-                });
-            }
-        }
-        for (column, (_, wire)) in self.columns.iter_mut().zip(&plan.columns) {
-            if wire.is_none_or(|w| self.seen[w] != self.stamp) {
-                column.push_null();
-            }
-        }
-        self.rows += 1;
+        self.buffered.end_record(plan).map_err(|w| Fail {
+            field: Some(plan.wire[w].name.clone()),
+            ..fail(s.pos - 1, DecodeCause::Missing)
+        })?;
         Ok(())
-    }
-
-    fn next_stamp(&mut self) {
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.seen.fill(0);
-            self.stamp = 1;
-        }
     }
 
     /// Decodes the value of wire field `w` at the cursor.
@@ -319,14 +279,14 @@ impl JsonDecoder {
                 return Err(fail(at, DecodeCause::Null));
             }
             if let Some(c) = slot.column {
-                self.columns[c].push_null();
+                self.buffered.column(c).push_null();
             }
             return Ok(());
         }
         let Some(c) = slot.column else {
             return skip_typed(s, slot.ty, depth);
         };
-        let column = &mut self.columns[c];
+        let column = self.buffered.column(c);
         match slot.rule {
             Rule::Skip => skip_typed(s, slot.ty, depth),
             Rule::Null => Err(mismatch(at, "null", s.peek())),
@@ -655,10 +615,9 @@ mod tests {
     fn duplicate_detection_survives_stamp_wrap() {
         let mut d = decoder();
         // As if the previous record (stamp MAX - 1) held every key.
-        d.stamp = u32::MAX - 1;
-        d.seen.fill(u32::MAX - 1);
+        d.buffered.wind_stamp_to(u32::MAX - 1);
         assert_eq!(d.decode_payload(b"{\"a\":1} {\"b\":\"x\",\"a\":2}"), Ok(2));
-        assert_eq!(d.stamp, 1);
+        assert_eq!(d.buffered.stamp(), 1);
         let err = d.decode_payload(b"{\"a\":1,\"a\":2}").unwrap_err();
         assert_eq!(err.cause, DecodeCause::DuplicateKey);
         assert_eq!(d.decode_payload(b"{\"a\":3}"), Ok(1));
@@ -676,7 +635,7 @@ mod tests {
         assert_eq!(err.record, Some(1));
         assert_eq!(err.field.as_deref(), Some("a"));
         assert_eq!((err.line, err.column), (2, 20));
-        for column in &d.columns {
+        for column in d.buffered.columns() {
             assert_eq!(column.len(), 1);
         }
         let batch = d.finish();
