@@ -2,23 +2,22 @@
 //! reusable builder per schema column, and the per-record bookkeeping both formats share —
 //! which wire fields a record held, the required ones it lacks, the nulls of the rest.
 //!
-//! Why it is correct: every record ends through [`DocumentRows::end_record`], which pushes
-//! exactly one value (or null) into every column before counting the row, so the columns never
-//! disagree on length; a refused payload truncates every column back to the rows before it
+//! Why it is correct: every record ends through [`DocumentRows::end_record`], which ends the
+//! row in every column (a null where no held field fed it), so the columns never disagree on
+//! length; a refused payload truncates every column back to the rows before it
 //! ([`DocumentRows::truncate`]). A record's fields are told apart by a stamp per record rather
 //! than by clearing a flag per field, and the stamps are reset when the counter wraps.
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use super::document_plan::DocumentPlan;
-use super::json::columns::Column;
+use super::json::columns::{Column, ColumnSet};
 
 /// One document decoder's buffered rows; see the module docs.
 #[derive(Debug)]
 pub(crate) struct DocumentRows {
-    columns: Vec<Column>,
-    rows: usize,
+    columns: ColumnSet,
     /// Per wire field: the stamp of the last record that held its key.
     seen: Vec<u32>,
     stamp: u32,
@@ -27,8 +26,7 @@ pub(crate) struct DocumentRows {
 impl DocumentRows {
     pub fn new<F>(plan: &DocumentPlan<F>) -> DocumentRows {
         DocumentRows {
-            columns: plan.columns.iter().map(|(ty, _)| Column::new(ty)).collect(),
-            rows: 0,
+            columns: ColumnSet::new(plan.columns.iter().map(|(ty, _)| ty)),
             seen: vec![0; plan.wire.len()],
             stamp: 0,
         }
@@ -36,20 +34,17 @@ impl DocumentRows {
 
     /// Rows buffered since the last [`DocumentRows::finish`].
     pub fn rows(&self) -> usize {
-        self.rows
+        self.columns.rows()
     }
 
     /// Schema column `c`'s builder.
     pub fn column(&mut self, c: usize) -> &mut Column {
-        &mut self.columns[c]
+        self.columns.column(c)
     }
 
     /// Drops every row after the first `rows` (a refused payload's).
     pub fn truncate(&mut self, rows: usize) {
-        for column in &mut self.columns {
-            column.truncate(rows);
-        }
-        self.rows = rows;
+        self.columns.truncate(rows);
     }
 
     /// Starts a record: no wire field is held yet.
@@ -75,12 +70,9 @@ impl DocumentRows {
         if let Some(&missing) = plan.required.iter().find(|&&w| self.seen[w] != self.stamp) {
             return Err(missing);
         }
-        for (column, (_, wire)) in self.columns.iter_mut().zip(&plan.columns) {
-            if wire.is_none_or(|w| self.seen[w] != self.stamp) {
-                column.push_null();
-            }
-        }
-        self.rows += 1;
+        let (seen, stamp) = (&self.seen, self.stamp);
+        self.columns
+            .end_row(|c| plan.columns[c].1.is_some_and(|w| seen[w] == stamp));
         Ok(())
     }
 
@@ -98,21 +90,12 @@ impl DocumentRows {
 
     #[cfg(test)]
     pub fn columns(&self) -> &[Column] {
-        &self.columns
+        self.columns.columns()
     }
 
     /// The buffered rows as one `RecordBatch` in `schema` (the plan's); the builders are
     /// reused.
     pub fn finish(&mut self, schema: SchemaRef) -> RecordBatch {
-        let arrays = self
-            .columns
-            .iter_mut()
-            .zip(schema.fields().iter())
-            .map(|(column, field)| column.finish(field.data_type()))
-            .collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        self.rows = 0;
-        RecordBatch::try_new_with_options(schema, arrays, &options)
-            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+        self.columns.finish(schema)
     }
 }

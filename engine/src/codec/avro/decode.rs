@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchOptions};
+use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::AvroType;
 
-use crate::codec::json::columns::{Column, Data, MAX_OFFSET};
+use crate::codec::json::columns::{Column, ColumnSet, Data, MAX_OFFSET};
 use crate::codec::json::datetime::parse_rfc3339;
 use crate::types::DataType as T;
 
@@ -32,17 +32,14 @@ const FINGERPRINT_BYTES: usize = 8;
 #[derive(Debug)]
 pub struct AvroDecoder {
     plan: Arc<AvroCodecPlan>,
-    columns: Vec<Column>,
-    rows: usize,
+    buffered: ColumnSet,
 }
 
 impl AvroDecoder {
     pub fn new(plan: Arc<AvroCodecPlan>) -> AvroDecoder {
-        let columns = plan.columns.iter().map(|(ty, _)| Column::new(ty)).collect();
         AvroDecoder {
+            buffered: ColumnSet::new(plan.columns.iter().map(|(ty, _)| ty)),
             plan,
-            columns,
-            rows: 0,
         }
     }
 
@@ -50,15 +47,12 @@ impl AvroDecoder {
     /// datums back to back. Atomic: on `Err` no row of this payload stays buffered. Returns
     /// the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.rows;
+        let before = self.buffered.rows();
         let mut record = 0u32;
         match self.payload(payload, &mut record) {
             Ok(()) => Ok(record),
             Err((in_record, f)) => {
-                for column in &mut self.columns {
-                    column.truncate(before);
-                }
-                self.rows = before;
+                self.buffered.truncate(before);
                 Err(DecodeError {
                     record: in_record.then_some(record),
                     field: f.field,
@@ -71,22 +65,12 @@ impl AvroDecoder {
 
     /// Rows decoded since the last [`AvroDecoder::finish`].
     pub fn buffered_rows(&self) -> usize {
-        self.rows
+        self.buffered.rows()
     }
 
     /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
     pub fn finish(&mut self) -> RecordBatch {
-        let schema = self.plan.schema();
-        let arrays = self
-            .columns
-            .iter_mut()
-            .zip(schema.fields().iter())
-            .map(|(column, field)| column.finish(field.data_type()))
-            .collect();
-        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
-        self.rows = 0;
-        RecordBatch::try_new_with_options(schema, arrays, &options)
-            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+        self.buffered.finish(self.plan.schema())
     }
 
     /// Decodes the payload's records; on error says whether it happened inside record
@@ -189,15 +173,10 @@ impl AvroDecoder {
             };
             match slot.column {
                 None => r.skip(&slot.ty, slot.optional).map_err(named)?,
-                Some(c) => field(r, slot, &mut self.columns[c]).map_err(named)?,
+                Some(c) => field(r, slot, self.buffered.column(c)).map_err(named)?,
             }
         }
-        for (column, (_, wire)) in self.columns.iter_mut().zip(&plan.columns) {
-            if wire.is_none() {
-                column.push_null();
-            }
-        }
-        self.rows += 1;
+        self.buffered.end_row(|c| plan.columns[c].1.is_some());
         Ok(())
     }
 }

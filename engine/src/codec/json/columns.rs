@@ -6,7 +6,8 @@
 //! one value per row (a default under a null); `offsets` of strings and lists hold rows + 1
 //! entries, starting at 0, each ≤ the child length; a fixed-size list's child holds exactly
 //! `size` rows per row (nulls under a null row). These are exactly the layouts Arrow's
-//! constructors require, so [`Column::finish`] cannot fail on them.
+//! constructors require, so [`Column::finish`] cannot fail on them. A [`ColumnSet`] holds a
+//! decoder's columns and ends every row in all of them, so they never disagree on length.
 
 use std::sync::Arc;
 
@@ -16,15 +17,79 @@ use arrow_array::types::{
 };
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, ListArray, PrimitiveArray,
-    StringArray, TimestampNanosecondArray,
+    RecordBatch, RecordBatchOptions, StringArray, TimestampNanosecondArray,
 };
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::{DataType as Arrow, FieldRef};
+use arrow_schema::{DataType as Arrow, FieldRef, SchemaRef};
 
 use crate::types::DataType;
 
 /// The largest byte or child count an `i32`-offset column may hold.
 pub(crate) const MAX_OFFSET: usize = i32::MAX as usize;
+
+/// A decoder's columns, one per schema column, and the rows they hold.
+#[derive(Debug)]
+pub(crate) struct ColumnSet {
+    columns: Vec<Column>,
+    rows: usize,
+}
+
+impl ColumnSet {
+    pub fn new<'t>(types: impl Iterator<Item = &'t DataType>) -> ColumnSet {
+        ColumnSet {
+            columns: types.map(Column::new).collect(),
+            rows: 0,
+        }
+    }
+
+    /// Rows held since the last [`ColumnSet::finish`].
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Column `c`'s builder.
+    pub fn column(&mut self, c: usize) -> &mut Column {
+        &mut self.columns[c]
+    }
+
+    #[cfg(test)]
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Drops every row after the first `rows` (a refused payload's).
+    pub fn truncate(&mut self, rows: usize) {
+        for column in &mut self.columns {
+            column.truncate(rows);
+        }
+        self.rows = rows;
+    }
+
+    /// Ends a row: each column `c` for which `fed(c)` is false gets a null, and the row counts.
+    pub fn end_row(&mut self, fed: impl Fn(usize) -> bool) {
+        for (c, column) in self.columns.iter_mut().enumerate() {
+            if !fed(c) {
+                column.push_null();
+            }
+        }
+        self.rows += 1;
+    }
+
+    /// The rows as one `RecordBatch` in `schema` (whose fields are the columns' types); the
+    /// builders are reused.
+    pub fn finish(&mut self, schema: SchemaRef) -> RecordBatch {
+        let arrays = self
+            .columns
+            .iter_mut()
+            .zip(schema.fields().iter())
+            .map(|(column, field)| column.finish(field.data_type()))
+            .collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        self.rows = 0;
+        RecordBatch::try_new_with_options(schema, arrays, &options)
+            .unwrap_or_else(|e| unreachable!("columns follow the plan's schema: {e}"))
+    }
+}
 
 /// One column being built.
 #[derive(Debug)]
