@@ -8,7 +8,6 @@
 //! sequence) — and either `rows` (every buffered row after the case, as JSON objects; DATETIME
 //! as UTC nanoseconds, BYTES as `"hex:…"`) or `error` (the exact `DecodeError` text).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use nervix::codec::{
@@ -20,7 +19,7 @@ use serde_json::{json, Value};
 #[path = "support/codec_cases.rs"]
 mod codec_cases;
 
-use codec_cases::{rows, unhex, BytesAs};
+use codec_cases::{rows, unhex, BytesAs, CaseDecoder};
 
 fn plan(nspl: &str) -> Arc<CborCodecPlan> {
     Arc::new(try_plan(nspl).expect("plan builds"))
@@ -51,52 +50,28 @@ fn payload_of(case: &Value) -> Vec<u8> {
     }
 }
 
+impl CaseDecoder for CborDecoder {
+    fn decode(&mut self, payload: &[u8]) -> Result<u32, String> {
+        self.decode_payload(payload).map_err(|e| e.to_string())
+    }
+    fn buffered(&self) -> usize {
+        self.buffered_rows()
+    }
+    fn take_batch(&mut self) -> arrow_array::RecordBatch {
+        self.finish()
+    }
+}
+
 #[test]
 fn decode_cases() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codec/cbor");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/codec/cbor is readable")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    let mut count = 0;
-    let mut failures = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(&path).expect("case file");
-        let file: Value = serde_json::from_str(&text).expect("case file is JSON");
-        let plan = plan(file["nspl"].as_str().expect("nspl"));
-        let schema = plan.schema();
-        let mut decoder = CborDecoder::new(plan);
-        for case in file["cases"].as_array().expect("cases") {
-            let name = format!("{} / {}", path.display(), case["name"]);
-            let payload = payload_of(case);
-            let result = decoder.decode_payload(&payload);
-            let expected_error = case.get("error").and_then(Value::as_str);
-            match (&result, expected_error) {
-                (Err(e), Some(expected)) => {
-                    if e.to_string() != expected {
-                        failures.push(format!("{name}:\n  error {e}\n  expected {expected}"));
-                    }
-                    assert_eq!(decoder.buffered_rows(), 0, "{name}: rolled back");
-                }
-                (Ok(n), None) => assert_eq!(decoder.buffered_rows(), *n as usize, "{name}"),
-                _ => failures.push(format!(
-                    "{name}: got {result:?}, expected {expected_error:?}"
-                )),
-            }
-            let batch = decoder.finish();
-            assert_eq!(batch.schema(), schema, "{name}");
-            let expected = case.get("rows").cloned().unwrap_or(json!([]));
-            let actual = Value::Array(rows(&batch, BytesAs::Hex));
-            if actual != expected {
-                failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
-            }
-            count += 1;
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let count = codec_cases::run_decode_cases(
+        "cbor",
+        |nspl| {
+            let plan = plan(nspl);
+            (plan.schema(), CborDecoder::new(plan))
+        },
+        payload_of,
+    );
     println!("{count} decode cases");
 }
 

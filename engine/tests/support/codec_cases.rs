@@ -1,7 +1,8 @@
 //! What the codec case-file tests share: reading a case's NSPL (a wire schema, a schema and a
-//! codec) into the parts a codec plan is built from, and showing decoded rows as JSON objects
-//! so expectations are readable (DATETIME as UTC nanoseconds; floats that JSON cannot hold as
-//! strings; BYTES as `"hex:…"` or as an array of byte values).
+//! codec) into the parts a codec plan is built from, running a folder of decode case files
+//! ([`run_decode_cases`]), and showing decoded rows as JSON objects so expectations are
+//! readable (DATETIME as UTC nanoseconds; floats that JSON cannot hold as strings; BYTES as
+//! `"hex:…"` or as an array of byte values).
 
 #![allow(dead_code)] // each test file uses its own share
 
@@ -11,7 +12,7 @@ use arrow_array::types::{
     UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType as Arrow;
+use arrow_schema::{DataType as Arrow, SchemaRef};
 use nervix::nspl::ast::catalog::{CatalogStmt, CreateCodec, CreateWireSchema};
 use nervix::nspl::Statement;
 use nervix::types::{DataType, FieldType};
@@ -46,6 +47,70 @@ pub fn parts(nspl: &str) -> (Option<CreateWireSchema>, CreateCodec, Vec<Field>) 
         }
     }
     (wire, codec.expect("a codec"), fields)
+}
+
+/// A codec's decoder as [`run_decode_cases`] drives it.
+pub trait CaseDecoder {
+    /// Decodes one payload: the rows it added, or the refusal's text.
+    fn decode(&mut self, payload: &[u8]) -> Result<u32, String>;
+    fn buffered(&self) -> usize;
+    fn take_batch(&mut self) -> RecordBatch;
+}
+
+/// Runs every `*.json` case file in `tests/codec/<dir>`: a file's `nspl` becomes a decoder
+/// (with the schema its batches must have) through `decoder`; each case's payload
+/// (`payload_of`) must add the rows it reports and show exactly the case's `rows` (BYTES as
+/// hex), or be refused with exactly its `error` text and leave nothing buffered. Returns how
+/// many cases ran; panics listing every case that failed.
+pub fn run_decode_cases<D: CaseDecoder>(
+    dir: &str,
+    decoder: impl Fn(&str) -> (SchemaRef, D),
+    payload_of: impl Fn(&Value) -> Vec<u8>,
+) -> usize {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/codec")
+        .join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{} is readable: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no case files in {}", dir.display());
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("case file");
+        let file: Value = serde_json::from_str(&text).expect("case file is JSON");
+        let (schema, mut decoder) = decoder(file["nspl"].as_str().expect("nspl"));
+        for case in file["cases"].as_array().expect("cases") {
+            let name = format!("{} / {}", path.display(), case["name"]);
+            let result = decoder.decode(&payload_of(case));
+            let expected_error = case.get("error").and_then(Value::as_str);
+            match (&result, expected_error) {
+                (Err(e), Some(expected)) => {
+                    if e != expected {
+                        failures.push(format!("{name}:\n  error {e}\n  expected {expected}"));
+                    }
+                    assert_eq!(decoder.buffered(), 0, "{name}: rolled back");
+                }
+                (Ok(n), None) => assert_eq!(decoder.buffered(), *n as usize, "{name}"),
+                _ => failures.push(format!(
+                    "{name}: got {result:?}, expected {expected_error:?}"
+                )),
+            }
+            let batch = decoder.take_batch();
+            assert_eq!(batch.schema(), schema, "{name}");
+            let expected = case.get("rows").cloned().unwrap_or(json!([]));
+            let actual = Value::Array(rows(&batch, BytesAs::Hex));
+            if actual != expected {
+                failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
+            }
+            count += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    count
 }
 
 /// How BYTES values are shown.
