@@ -9,8 +9,8 @@
 //!
 //! Building re-checks the decode table of `validate::catalog_entities::codec` (a plan is never
 //! built for a codec the catalog would refuse, but a plan must not trust that): every schema
-//! field is fed by the wire field of its exact name through one [`Rule`], or is OPTIONAL and
-//! always null; wire fields no schema field names get [`Rule::Skip`] (checked, then dropped).
+//! field is fed by the wire field of its exact name through one `Rule`, or is OPTIONAL and
+//! always null; wire fields no schema field names get `Rule::Skip` (checked, then dropped).
 
 use std::collections::HashMap;
 use std::marker::PhantomData;

@@ -1,7 +1,9 @@
 //! Codecs: wire formats decoded into Arrow and encoded from it.
 //!
-//! Each wire format owns a submodule; this module only re-exports their public faces so users
-//! write `nervix::codec::JsonDecoder`. [`EncodedRows`] is the one-buffer-per-frame output every
+//! Each wire format owns a submodule; this module re-exports their public faces so users write
+//! `nervix::codec::JsonDecoder`. The two document formats (WIRE JSON, WIRE CBOR) share their
+//! plan ([`document_plan`]) and their decoders' row buffer (`document_rows`), as they share
+//! their wire types. [`EncodedRows`] is the one-buffer-per-frame output every
 //! per-row emitter encoder writes into.
 
 pub mod avro;
