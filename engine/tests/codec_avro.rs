@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 #[path = "support/codec_cases.rs"]
 mod codec_cases;
 
-use codec_cases::{rows, unhex, BytesAs, CaseDecoder};
+use codec_cases::{rows, unhex, BytesAs};
 
 fn plan(nspl: &str) -> Arc<AvroCodecPlan> {
     Arc::new(try_plan(nspl).expect("plan builds"))
@@ -83,17 +83,7 @@ fn payload_of(case: &Value) -> Vec<u8> {
     }
 }
 
-impl CaseDecoder for AvroDecoder {
-    fn decode(&mut self, payload: &[u8]) -> Result<u32, String> {
-        self.decode_payload(payload).map_err(|e| e.to_string())
-    }
-    fn buffered(&self) -> usize {
-        self.buffered_rows()
-    }
-    fn take_batch(&mut self) -> arrow_array::RecordBatch {
-        self.finish()
-    }
-}
+codec_cases::case_decoders!(AvroDecoder);
 
 #[test]
 fn decode_cases() {
@@ -103,7 +93,7 @@ fn decode_cases() {
             let plan = plan(nspl);
             (plan.schema(), AvroDecoder::new(plan))
         },
-        payload_of,
+        |case, key| (key == "payload").then(|| payload_of(case)),
     );
     println!("{count} decode cases");
 }

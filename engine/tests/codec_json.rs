@@ -48,61 +48,18 @@ fn payload_of(case: &Value, key: &str) -> Option<Vec<u8>> {
     }
 }
 
+codec_cases::case_decoders!(JsonDecoder);
+
 #[test]
 fn decode_cases() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codec");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/codec is readable")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    let mut count = 0;
-    let mut failures = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(&path).expect("case file");
-        let file: Value = serde_json::from_str(&text).expect("case file is JSON");
-        let plan = plan(file["nspl"].as_str().expect("nspl"));
-        let schema = plan.schema();
-        let mut decoder = JsonDecoder::new(plan);
-        for case in file["cases"].as_array().expect("cases") {
-            let name = format!("{} / {}", path.display(), case["name"]);
-            if let Some(prefix) = payload_of(case, "prefix") {
-                decoder
-                    .decode_payload(&prefix)
-                    .unwrap_or_else(|e| panic!("{name}: prefix: {e}"));
-            }
-            let before = decoder.buffered_rows();
-            let payload = payload_of(case, "payload").expect("payload or lines");
-            let result = decoder.decode_payload(&payload);
-            let expected_error = case.get("error").and_then(Value::as_str);
-            match (&result, expected_error) {
-                (Err(e), Some(expected)) => {
-                    if e.to_string() != expected {
-                        failures.push(format!("{name}:\n  error {e}\n  expected {expected}"));
-                    }
-                    assert_eq!(decoder.buffered_rows(), before, "{name}: rolled back");
-                }
-                (Ok(n), None) => {
-                    assert_eq!(decoder.buffered_rows(), before + *n as usize, "{name}")
-                }
-                _ => failures.push(format!(
-                    "{name}: got {result:?}, expected {expected_error:?}"
-                )),
-            }
-            let batch = decoder.finish();
-            assert_eq!(batch.schema(), schema, "{name}");
-            let expected = case.get("rows").cloned().unwrap_or(json!([]));
-            let actual = Value::Array(rows(&batch, BytesAs::Hex));
-            if actual != expected {
-                failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
-            }
-            assert_eq!(decoder.buffered_rows(), 0);
-            count += 1;
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let count = codec_cases::run_decode_cases(
+        "",
+        |nspl| {
+            let plan = plan(nspl);
+            (plan.schema(), JsonDecoder::new(plan))
+        },
+        payload_of,
+    );
     println!("{count} decode cases");
 }
 

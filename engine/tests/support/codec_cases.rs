@@ -57,15 +57,38 @@ pub trait CaseDecoder {
     fn take_batch(&mut self) -> RecordBatch;
 }
 
+/// Implements [`CaseDecoder`] for codec decoders, which all have `decode_payload`,
+/// `buffered_rows` and `finish`.
+#[allow(unused_macros)] // each test file uses its own share
+macro_rules! case_decoders {
+    ($($decoder:ty),+) => {$(
+        impl $crate::codec_cases::CaseDecoder for $decoder {
+            fn decode(&mut self, payload: &[u8]) -> Result<u32, String> {
+                self.decode_payload(payload).map_err(|e| e.to_string())
+            }
+            fn buffered(&self) -> usize {
+                self.buffered_rows()
+            }
+            fn take_batch(&mut self) -> arrow_array::RecordBatch {
+                self.finish()
+            }
+        }
+    )+};
+}
+#[allow(unused_imports)] // each test file uses its own share
+pub(crate) use case_decoders;
+
 /// Runs every `*.json` case file in `tests/codec/<dir>`: a file's `nspl` becomes a decoder
-/// (with the schema its batches must have) through `decoder`; each case's payload
-/// (`payload_of`) must add the rows it reports and show exactly the case's `rows` (BYTES as
-/// hex), or be refused with exactly its `error` text and leave nothing buffered. Returns how
-/// many cases ran; panics listing every case that failed.
+/// (with the schema its batches must have) through `decoder`. For each case, its `prefix`
+/// payload, if `payload_of(case, "prefix")` gives one, is decoded first and must succeed; then
+/// its `payload_of(case, "payload")` must add the rows it reports, or be refused with exactly
+/// the case's `error` text and leave only the prefix's rows buffered; the rows then buffered
+/// must be exactly the case's `rows` (BYTES as hex). Returns how many cases ran; panics
+/// listing every case that failed.
 pub fn run_decode_cases<D: CaseDecoder>(
     dir: &str,
     decoder: impl Fn(&str) -> (SchemaRef, D),
-    payload_of: impl Fn(&Value) -> Vec<u8>,
+    payload_of: impl Fn(&Value, &str) -> Option<Vec<u8>>,
 ) -> usize {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/codec")
@@ -85,16 +108,25 @@ pub fn run_decode_cases<D: CaseDecoder>(
         let (schema, mut decoder) = decoder(file["nspl"].as_str().expect("nspl"));
         for case in file["cases"].as_array().expect("cases") {
             let name = format!("{} / {}", path.display(), case["name"]);
-            let result = decoder.decode(&payload_of(case));
+            if let Some(prefix) = payload_of(case, "prefix") {
+                decoder
+                    .decode(&prefix)
+                    .unwrap_or_else(|e| panic!("{name}: prefix: {e}"));
+            }
+            let before = decoder.buffered();
+            let payload = payload_of(case, "payload").unwrap_or_else(|| panic!("{name}: payload"));
+            let result = decoder.decode(&payload);
             let expected_error = case.get("error").and_then(Value::as_str);
             match (&result, expected_error) {
                 (Err(e), Some(expected)) => {
                     if e != expected {
                         failures.push(format!("{name}:\n  error {e}\n  expected {expected}"));
                     }
-                    assert_eq!(decoder.buffered(), 0, "{name}: rolled back");
+                    assert_eq!(decoder.buffered(), before, "{name}: rolled back");
                 }
-                (Ok(n), None) => assert_eq!(decoder.buffered(), *n as usize, "{name}"),
+                (Ok(n), None) => {
+                    assert_eq!(decoder.buffered(), before + *n as usize, "{name}")
+                }
                 _ => failures.push(format!(
                     "{name}: got {result:?}, expected {expected_error:?}"
                 )),
@@ -106,6 +138,7 @@ pub fn run_decode_cases<D: CaseDecoder>(
             if actual != expected {
                 failures.push(format!("{name}:\n  rows {actual}\n  expected {expected}"));
             }
+            assert_eq!(decoder.buffered(), 0, "{name}: finished");
             count += 1;
         }
     }
