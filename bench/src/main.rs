@@ -210,6 +210,15 @@ struct NexmarkOrderedArguments {
     /// Pin the shard to a CPU.
     #[arg(long)]
     pin: bool,
+    /// Events per second of event time the generator produces (a steady rate; the crate's
+    /// default is 10,000).
+    #[arg(long, default_value_t = nervix_bench::nexmark::gen::DEFAULT_EVENTS_PER_S)]
+    event_rate: usize,
+    /// Submit in real time: a batch waits until as much wall time has passed since the first
+    /// submit as event time from the first event to its own last one (events/s is then the
+    /// event rate; the figures to read are the shard's CPU share and what snapshots cost).
+    #[arg(long)]
+    real_time: bool,
     /// Print one JSON object as the last line of stdout.
     #[arg(long)]
     json: bool,
@@ -440,6 +449,8 @@ fn run_nexmark_ordered(query: &str, args: &NexmarkOrderedArguments) -> anyhow::R
         batch_rows: args.batch_rows,
         window: args.window,
         pin: args.pin,
+        events_per_s: args.event_rate,
+        real_time: args.real_time,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

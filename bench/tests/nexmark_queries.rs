@@ -165,3 +165,55 @@ async fn q5_finds_the_hot_items_of_each_hopping_window() {
 async fn q8_finds_new_sellers_of_each_tumbling_window() {
     matches_the_reference("q8").await;
 }
+
+/// `nervix-bench nexmark-q5 --real-time`: submission follows event time on the wall clock, so
+/// the run lasts at least the events' span, the answer is still the reference's, and windows
+/// open longer than a snapshot interval show up in the snapshot counters.
+#[test]
+fn a_real_time_run_follows_event_time_and_counts_its_snapshots() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+        .args([
+            "nexmark-q5",
+            "--events",
+            "30000",
+            "--event-rate",
+            "10000",
+            "--real-time",
+            "--json",
+        ])
+        .output()
+        .expect("nervix-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("some output")).expect("a JSON line");
+    assert_eq!(result["real_time"], true, "{result}");
+    assert_eq!(result["event_rate"], 10_000, "{result}");
+    // 30,000 events at 10,000 a second span just under 3 s of event time.
+    let span_s = result["event_span_s"].as_f64().expect("event_span_s");
+    assert!((2.9..=3.0).contains(&span_s), "{result}");
+    assert!(
+        result["elapsed_s"].as_f64().expect("elapsed_s") >= span_s,
+        "{result}"
+    );
+    assert_eq!(result["batches_not_completed"], 0, "{result}");
+    assert_eq!(result["rows_missing"], 0, "{result}");
+    assert_eq!(result["rows_extra"], 0, "{result}");
+    assert!(
+        result["snapshot_states"].as_u64().expect("snapshot_states") > 0,
+        "{result}"
+    );
+    assert!(
+        result["snapshot_passes"].as_u64().expect("snapshot_passes") > 0,
+        "{result}"
+    );
+    assert!(
+        result["snapshot_bytes"].as_u64().expect("snapshot_bytes") > 0,
+        "{result}"
+    );
+}

@@ -21,7 +21,9 @@ use codec_cases::{rows, BytesAs};
 use nervix_net::client::{Consumer, Producer, Session};
 use nervix_net::session::frame::Outcome;
 use serde_json::Value;
-use support::dataplane::{consumer, define, fields, next_delivery, producer, quiet_for, runtime};
+use support::dataplane::{
+    consumer, define, fields, http_get, next_delivery, producer, quiet_for, runtime,
+};
 use support::Node;
 
 const WINDOW_GRAPH: &str = "
@@ -261,6 +263,23 @@ fn windows_of_more_branches_than_one_snapshot_pass_survive_a_crash() {
         let (_session, mut input, _out) = attach(&node).await;
         submit_completed(&mut input, &readings(&input_rows)).await;
     });
+    // The batch completed once every window was durable: the snapshot counters saw each
+    // window encoded, in passes of at most 1,024 states.
+    let metrics = http_get(node.metrics, "/metrics");
+    let states = shard_sum(&metrics, "nervix_snapshot_states_total");
+    if shard_sum(&metrics, "nervix_snapshot_deferred_total") == 0 {
+        assert_eq!(states, TENANTS as u64, "{metrics}");
+    } else {
+        assert!(states >= TENANTS as u64, "{metrics}");
+    }
+    assert!(
+        shard_sum(&metrics, "nervix_snapshot_passes_total") >= 3,
+        "{metrics}"
+    );
+    assert!(
+        shard_sum(&metrics, "nervix_snapshot_bytes_total") >= 8 * TENANTS as u64,
+        "{metrics}"
+    );
     node.kill();
     node.restart();
     let records = rt.block_on(async {
@@ -278,6 +297,16 @@ fn windows_of_more_branches_than_one_snapshot_pass_survive_a_crash() {
             .collect(),
     );
     assert_eq!(records, expected);
+}
+
+/// The sum of a per-shard counter's samples (`name{shard="…"} value` lines).
+fn shard_sum(metrics: &str, name: &str) -> u64 {
+    let prefix = format!("{name}{{");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 #[test]

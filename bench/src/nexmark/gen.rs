@@ -26,11 +26,17 @@ pub const BASE_TIME_RFC3339: &str = "2023-11-14T22:13:20Z";
 /// Nanoseconds per generator millisecond (DATETIME is nanoseconds).
 const NS_PER_MS: i64 = 1_000_000;
 
-/// The generator configuration every run uses: the crate's defaults (10,000 events/s, one
-/// generator, in order, 1 person : 3 auctions : 46 bids) with the base time pinned.
-pub fn config() -> NexmarkConfig {
+/// The generator's default event rate, events per second of event time (the crate's).
+pub const DEFAULT_EVENTS_PER_S: usize = 10_000;
+
+/// The generator configuration every run uses: the crate's defaults (one generator, in order,
+/// 1 person : 3 auctions : 46 bids) with the base time pinned, at `events_per_s` events per
+/// second of event time (a steady rate).
+pub fn config(events_per_s: usize) -> NexmarkConfig {
     NexmarkConfig {
         base_time: BASE_TIME_MS,
+        first_rate: events_per_s,
+        next_rate: events_per_s,
         ..NexmarkConfig::default()
     }
 }
@@ -44,9 +50,15 @@ pub struct Events {
 }
 
 impl Events {
+    /// The first `events` events at the default rate.
     pub fn generate(events: usize) -> Events {
+        Events::generate_at(events, DEFAULT_EVENTS_PER_S)
+    }
+
+    /// The first `events` events at `events_per_s` events per second of event time.
+    pub fn generate_at(events: usize, events_per_s: usize) -> Events {
         let mut out = Events::default();
-        for event in EventGenerator::new(config()).take(events) {
+        for event in EventGenerator::new(config(events_per_s)).take(events) {
             match event {
                 Event::Person(p) => out.persons.push(p),
                 Event::Auction(a) => out.auctions.push(a),
@@ -60,7 +72,7 @@ impl Events {
 /// The first `count` bids of the stream (the same bids [`Events::generate`] yields, without
 /// generating the persons and auctions between them).
 pub fn bids(count: usize) -> Vec<Bid> {
-    EventGenerator::new(config())
+    EventGenerator::new(config(DEFAULT_EVENTS_PER_S))
         .with_type_filter(EventType::Bid)
         .take(count)
         .filter_map(|event| match event {

@@ -17,6 +17,14 @@
 //! as a multiset; otherwise the differing rows are printed on stderr (`missing …`, `extra …`). Latency is not measured: output rows of a window or a correlation have no single
 //! input batch to measure from.
 //!
+//! `--real-time` paces the same submission by event time (a batch goes once as much wall time
+//! has passed as event time up to its last event) and `--event-rate` sets the generator's
+//! events per second of event time: together they show what a port costs when its state lives
+//! as long in wall time as in event time — above all its snapshots, which run once a second of
+//! wall time over every changed state (`snapshot_*` in the report, from the shards' counters),
+//! while a compressed run (the default) crosses minutes of event time in seconds and
+//! snapshots each window once or twice.
+//!
 //! The producers' credit (`--window` batches) must cover what the stateful nodes hold
 //! unacknowledged: a window's rows until the snapshot holding them is durable (about a
 //! second), a correlator's pending rows until they match or time out (MAX TIME of event time).
@@ -25,7 +33,8 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
+use nervix::runtime::shard::SnapshotCounters;
 use serde_json::{json, Map, Value};
 
 use super::gen::Events;
@@ -36,6 +45,7 @@ use super::run::{
     TAIL_WAIT,
 };
 use crate::cpu::{Part, Threads};
+use crate::pacer::Pacer;
 use crate::report::{peak_rss_bytes, RunResult};
 
 /// The stateful Nexmark scenarios, as `nervix-bench list` prints them.
@@ -68,7 +78,16 @@ pub struct OrderedSettings {
     /// Batches without an outcome at most, per stream (each producer's credit).
     pub window: u32,
     pub pin: bool,
+    /// Events per second of event time the generator produces.
+    pub events_per_s: usize,
+    /// Submit in real time (a batch waits until as much wall time has passed since the first
+    /// submit as event time from the first event to its own last one) instead of as fast as
+    /// credit allows.
+    pub real_time: bool,
 }
+
+/// The generator rates a run may ask for, events per second of event time.
+const EVENTS_PER_S_RANGE: std::ops::RangeInclusive<usize> = 1..=10_000_000;
 
 /// What one timed run saw.
 struct Measured {
@@ -84,6 +103,9 @@ struct Measured {
     /// CPU seconds of the node's shard threads from the first submit until the consumer
     /// stopped (200 ms after the last expected row).
     shard_cpu_s: f64,
+    /// What processor snapshots cost the shards from the first submit until the consumer
+    /// stopped.
+    snapshot: SnapshotCounters,
 }
 
 /// What [`bench`] reports: the result, the extra JSON fields, and how the rows out differ from
@@ -113,8 +135,15 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
     if settings.window == 0 {
         bail!("--window must be at least 1");
     }
+    if !EVENTS_PER_S_RANGE.contains(&settings.events_per_s) {
+        bail!(
+            "--event-rate must be {} to {} events per second",
+            EVENTS_PER_S_RANGE.start(),
+            EVENTS_PER_S_RANGE.end()
+        );
+    }
     let prepared_at = Instant::now();
-    let events = Events::generate(settings.events);
+    let events = Events::generate_at(settings.events, settings.events_per_s);
     let expected = query.reference(&events.persons, &events.auctions, &events.bids);
     let expected_rows = expected.len() as u64;
     let streams = streams(query, &events, settings.batch_rows);
@@ -190,6 +219,23 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         json!(result.rows_per_sec.floor()),
     );
     extra.insert("shard_cpu_s".into(), json!(floor3(measured.shard_cpu_s)));
+    if elapsed_s > 0.0 {
+        extra.insert(
+            "shard_cpu_share".into(),
+            json!(floor3(measured.shard_cpu_s / elapsed_s)),
+        );
+    }
+    extra.insert("event_rate".into(), json!(settings.events_per_s));
+    extra.insert("real_time".into(), json!(settings.real_time));
+    let snapshot = &measured.snapshot;
+    extra.insert("snapshot_states".into(), json!(snapshot.states));
+    extra.insert("snapshot_bytes".into(), json!(snapshot.bytes));
+    extra.insert("snapshot_passes".into(), json!(snapshot.passes));
+    extra.insert(
+        "snapshot_encode_s".into(),
+        json!(floor3(snapshot.encode_us as f64 / 1e6)),
+    );
+    extra.insert("snapshot_deferred".into(), json!(snapshot.deferred));
     if measured.shard_cpu_s > 0.0 {
         extra.insert(
             "events_per_shard_cpu_s".into(),
@@ -246,10 +292,16 @@ async fn measure(
     let mut consumer = deployed.consumer(&settings.query).await?;
     let mut producers = deployed.producers(streams, settings.window).await?;
     let target: Target = Cell::new(None);
+    let mut pacer = if settings.real_time {
+        Some(Pacer::new().context("real-time pacer")?)
+    } else {
+        None
+    };
+    let snapshot_before = deployed.snapshot_counters().await;
     let threads_before = Threads::sample();
     let start = Instant::now();
     let submit = async {
-        let outcome = submit_all(&mut producers, streams, settings.window).await;
+        let outcome = submit_all(&mut producers, streams, settings.window, pacer.as_mut()).await;
         target.set(Some(match &outcome {
             Ok(_) => (expected_rows, Instant::now() + TAIL_WAIT),
             Err(_) => (0, Instant::now()),
@@ -278,6 +330,7 @@ async fn measure(
         .get(&Part::Shard)
         .copied()
         .unwrap_or(0.0);
+    let snapshot = since(deployed.snapshot_counters().await, snapshot_before);
     for producer in producers {
         producer.close().await;
     }
@@ -295,5 +348,17 @@ async fn measure(
         submit,
         elapsed: last_row.unwrap_or(submit),
         shard_cpu_s,
+        snapshot,
     })
+}
+
+/// The snapshot counters' growth from `before` to `after`.
+fn since(after: SnapshotCounters, before: SnapshotCounters) -> SnapshotCounters {
+    SnapshotCounters {
+        states: after.states - before.states,
+        bytes: after.bytes - before.bytes,
+        passes: after.passes - before.passes,
+        encode_us: after.encode_us - before.encode_us,
+        deferred: after.deferred - before.deferred,
+    }
 }

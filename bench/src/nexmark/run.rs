@@ -32,10 +32,12 @@ use hdrhistogram::Histogram;
 use nervix::embedded::{scratch_data_dir, EmbeddedConfig, EmbeddedNode};
 use nervix::net::session::frame::Outcome;
 use nervix::runtime::in_process::{InProcessConsumer, InProcessProducer};
+use nervix::runtime::shard::SnapshotCounters;
 use serde_json::{json, Map, Value};
 
 use super::gen::{self, Events};
 use super::query::{Inputs, Query, AUCTION_INGESTOR, BID_INGESTOR, PERSON_INGESTOR};
+use crate::pacer::Pacer;
 use crate::report::{peak_rss_bytes, RunResult};
 use crate::scenario::{now_ns, outcome_within_wait, retry_open};
 
@@ -120,6 +122,20 @@ impl Deployed {
             bail!("the Nexmark {} graph was refused: {refusal}", query.name);
         }
         Ok(Deployed { node, data_dir })
+    }
+
+    /// What processor snapshots cost the node's shards so far, summed.
+    pub(super) async fn snapshot_counters(&self) -> SnapshotCounters {
+        let mut sum = SnapshotCounters::default();
+        for shard in self.node.data_plane.stats().await {
+            let counters = shard.counters.snapshot;
+            sum.states += counters.states;
+            sum.bytes += counters.bytes;
+            sum.passes += counters.passes;
+            sum.encode_us += counters.encode_us;
+            sum.deferred += counters.deferred;
+        }
+        sum
     }
 
     pub(super) async fn stop(self) {
@@ -214,7 +230,7 @@ async fn answer_on(
     let mut producers = deployed.producers(&streams, ANSWER_WINDOW).await?;
     let target: Target = Cell::new(None);
     let submit = async {
-        let outcome = submit_all(&mut producers, &streams, ANSWER_WINDOW).await;
+        let outcome = submit_all(&mut producers, &streams, ANSWER_WINDOW, None).await;
         target.set(Some(match &outcome {
             Ok(submitted) if submitted.not_completed == 0 => {
                 (expected_rows, Instant::now() + TAIL_WAIT)
@@ -371,16 +387,20 @@ impl Submitted {
 
 /// Submits every stream's batches once, in event-time order across the streams (a batch goes
 /// when its first event is the earliest not yet submitted), each through its stream's producer
-/// with at most `window` batches outstanding, and waits for every outcome.
+/// with at most `window` batches outstanding, and waits for every outcome. With a `real_time`
+/// pacer, a batch also waits until as much wall time has passed since the first submit as
+/// event time from the first event to its own last one (the end markers go at once after the
+/// last batch).
 pub(super) async fn submit_all(
     producers: &mut [InProcessProducer],
     streams: &[Stream],
     window: u32,
+    mut real_time: Option<&mut Pacer>,
 ) -> anyhow::Result<Submitted> {
     let mut order: Vec<(i64, usize, usize)> = Vec::new();
     for (stream, Stream { batches, .. }) in streams.iter().enumerate() {
         for (index, batch) in batches.iter().enumerate() {
-            order.push((first_time_ns(batch)?, stream, index));
+            order.push((event_time_ns(batch, Edge::First)?, stream, index));
         }
     }
     order.sort_unstable();
@@ -388,7 +408,19 @@ pub(super) async fn submit_all(
     // Per stream: the sequence numbers of its end markers, and its real batches in flight.
     let mut marker_seqs: Vec<Vec<u64>> = vec![Vec::new(); streams.len()];
     let mut real_in_flight = vec![0u64; streams.len()];
+    let started = Instant::now();
+    let first_ns = order.first().map_or(0, |(time_ns, _, _)| *time_ns);
     for (_, stream, index) in order {
+        let marker = index >= streams[stream].batches.len() - streams[stream].markers;
+        if let (Some(pacer), false) = (real_time.as_deref_mut(), marker) {
+            // A source has a batch once its last event happened.
+            let last_ns = event_time_ns(&streams[stream].batches[index], Edge::Last)?;
+            let since_first = u64::try_from(last_ns.saturating_sub(first_ns)).unwrap_or(0);
+            pacer
+                .wait_until(started + Duration::from_nanos(since_first))
+                .await
+                .context("real-time pacer")?;
+        }
         let producer = &mut producers[stream];
         while producer.outstanding() >= window {
             let (seq, outcome) = outcome_within_wait(producer.next_outcome()).await?;
@@ -401,7 +433,7 @@ pub(super) async fn submit_all(
             .submit(streams[stream].batches[index].clone())
             .await
             .context("in-process producer submit")?;
-        if index >= streams[stream].batches.len() - streams[stream].markers {
+        if marker {
             marker_seqs[stream].push(seq);
         } else {
             real_in_flight[stream] += 1;
@@ -419,17 +451,27 @@ pub(super) async fn submit_all(
     Ok(submitted)
 }
 
-/// The first row's `date_time` (every stream has one, as DATETIME).
-fn first_time_ns(batch: &RecordBatch) -> anyhow::Result<i64> {
+/// Which row's time [`event_time_ns`] reads.
+#[derive(Clone, Copy)]
+enum Edge {
+    First,
+    Last,
+}
+
+/// The first or last row's `date_time` (every stream has one, as DATETIME; a stream's
+/// batches are in event-time order).
+fn event_time_ns(batch: &RecordBatch, edge: Edge) -> anyhow::Result<i64> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::TimestampNanosecondType;
     let column = batch
         .column_by_name("date_time")
         .ok_or_else(|| anyhow!("a stream batch has no `date_time`"))?;
-    Ok(column
-        .as_primitive_opt::<TimestampNanosecondType>()
-        .and_then(|times| times.values().first().copied())
-        .unwrap_or(i64::MAX))
+    let times = column.as_primitive_opt::<TimestampNanosecondType>();
+    let time = match edge {
+        Edge::First => times.and_then(|t| t.values().first().copied()),
+        Edge::Last => times.and_then(|t| t.values().last().copied()),
+    };
+    Ok(time.unwrap_or(i64::MAX))
 }
 
 /// Reads and acknowledges deliveries, handing each batch to `received`, until the target is

@@ -145,6 +145,36 @@ pub fn render(stats: &[ShardStats]) -> String {
         per_shard(&|s| s.open_roots as u64),
     );
     counter(
+        "nervix_snapshot_states_total",
+        "Processor branch states (windows, keyspaces, reorder buffers, pending correlations) encoded by snapshots.",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.states),
+    );
+    counter(
+        "nervix_snapshot_bytes_total",
+        "Bytes of the processor states snapshots encoded.",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.bytes),
+    );
+    counter(
+        "nervix_snapshot_passes_total",
+        "Snapshot passes that encoded states (a round of many changed states takes several).",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.passes),
+    );
+    counter(
+        "nervix_snapshot_encode_microseconds_total",
+        "Shard time spent encoding snapshot passes.",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.encode_us),
+    );
+    counter(
+        "nervix_snapshot_deferred_total",
+        "Snapshots put off because the state writer was behind; their states stay dirty for the next one.",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.deferred),
+    );
+    counter(
         "nervix_shard_stalls_total",
         "Task queues that ran past their budget without yielding.",
         "counter",

@@ -187,6 +187,28 @@ pub struct ShardCounters {
     pub stale_acks: u64,
     /// File appends that failed and wait for their retry.
     pub file_write_failures: u64,
+    /// Processor snapshots (`snapshots.rs`): what they cost the shard.
+    pub snapshot: SnapshotCounters,
+}
+
+/// What processor snapshots cost a shard, for `/metrics`: the shard encodes every changed
+/// branch state once per round, so these show whether state persistence is eating the shard.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SnapshotCounters {
+    /// Branch states encoded (periodic passes and stops; deletions of states that left
+    /// included; a pass the writer refused is encoded again by the next one, and counted
+    /// again).
+    pub states: u64,
+    /// Bytes of those encodings.
+    pub bytes: u64,
+    /// Passes that encoded something (a round of more than `MAX_ENTRIES_PER_PASS` states
+    /// takes several).
+    pub passes: u64,
+    /// Shard time spent encoding passes, µs.
+    pub encode_us: u64,
+    /// Intervals or passes put off because the writer was behind (tickets in flight at their
+    /// bound, or its queue refused the snapshot): their states stay dirty for the next one.
+    pub deferred: u64,
 }
 
 impl ShardState {

@@ -10,11 +10,16 @@
 //! [`MAX_ENTRIES_PER_PASS`] branch states; when more changed, the next tick continues the
 //! pass (without waiting for the interval), so a shard with many changed branches snapshots
 //! them in slices between its other work instead of holding it for the whole pass.
+//!
+//! Counted (`SnapshotCounters`, in `/metrics`): states and bytes encoded, passes, the shard
+//! time spent encoding them, and intervals put off because the writer was behind.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use super::{cx, ShardState};
 use crate::runtime::frame::AckRun;
+use crate::runtime::state_store::ProcessorEntry;
 
 /// How often changed processor state is snapshotted, physical ns.
 pub const SNAPSHOT_INTERVAL_NS: u64 = 1_000_000_000;
@@ -37,6 +42,8 @@ pub struct Snapshots {
     last_ns: u64,
     /// The last pass stopped at its budget: the next tick continues it.
     resume: bool,
+    /// A due pass waits for tickets in flight to come back (counted once per wait).
+    waiting_for_tickets: bool,
 }
 
 impl Default for Snapshots {
@@ -50,6 +57,7 @@ impl Default for Snapshots {
             next_ticket: 1,
             last_ns: 0,
             resume: false,
+            waiting_for_tickets: false,
         }
     }
 }
@@ -82,14 +90,22 @@ impl ShardState {
         };
         let interval_passed =
             physical_ns.saturating_sub(self.snapshots.last_ns) >= SNAPSHOT_INTERVAL_NS;
-        if !(interval_passed || self.snapshots.resume)
-            || self.snapshots.pending.len() >= MAX_PENDING_SNAPSHOTS
-        {
+        if !(interval_passed || self.snapshots.resume) {
             return;
         }
+        if self.snapshots.pending.len() >= MAX_PENDING_SNAPSHOTS {
+            // Counted once per wait, not on every tick that finds the tickets full.
+            if !self.snapshots.waiting_for_tickets {
+                self.snapshots.waiting_for_tickets = true;
+                self.counters.snapshot.deferred += 1;
+            }
+            return;
+        }
+        self.snapshots.waiting_for_tickets = false;
         if !self.snapshots.resume {
             self.snapshots.last_ns = physical_ns;
         }
+        let encoding = Instant::now();
         let mut entries = Vec::new();
         let mut acks = std::mem::take(&mut self.snapshots.carried);
         let all = !acks.is_empty();
@@ -106,6 +122,7 @@ impl ShardState {
             self.snapshots.carried = acks;
             return;
         }
+        self.count_pass(&entries, encoding);
         let ticket = self.snapshots.next_ticket;
         self.snapshots.next_ticket += 1;
         if store.save_processor_state(entries, Some((self.snapshots.done_tx.clone(), ticket))) {
@@ -113,7 +130,20 @@ impl ShardState {
         } else {
             // The writer is behind: keep the rows, rewrite everything next time.
             self.snapshots.carried = acks;
+            self.counters.snapshot.deferred += 1;
         }
+    }
+
+    /// Counts a pass that encoded `entries`, begun at `encoding`.
+    fn count_pass(&mut self, entries: &[ProcessorEntry], encoding: Instant) {
+        let counters = &mut self.counters.snapshot;
+        counters.passes += 1;
+        counters.states += entries.len() as u64;
+        counters.bytes += entries
+            .iter()
+            .map(|(_, bytes)| bytes.len() as u64)
+            .sum::<u64>();
+        counters.encode_us += u64::try_from(encoding.elapsed().as_micros()).unwrap_or(u64::MAX);
     }
 
     /// Writes `domain`'s processor state now and acknowledges what it covers (a stop).
@@ -124,11 +154,13 @@ impl ShardState {
         let Some(run) = self.runs.get_mut(domain) else {
             return;
         };
+        let encoding = Instant::now();
         let pass = run.graph.snapshot_work(true, usize::MAX);
         let (entries, acks) = (pass.entries, pass.acks);
         if entries.is_empty() {
             return;
         }
+        self.count_pass(&entries, encoding);
         match store.write_processor_state_now(&entries) {
             Ok(()) => {
                 for run in acks {
