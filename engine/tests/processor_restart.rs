@@ -212,13 +212,29 @@ fn window_records(restart: bool, with_text: bool) -> Vec<Value> {
         node.terminate();
         node.restart();
     }
-    rt.block_on(async {
+    let records = rt.block_on(async {
         let (_session, mut input, mut out) = attach(&node).await;
         submit_completed(&mut input, &readings(&[("acme", 3), ("zen", 2)])).await;
         let records = receive(&mut out, 2, 20).await;
         assert!(quiet_for(&mut out, 300).await, "only one record per branch");
         records
-    })
+    });
+    // Both windows were stored (their batches completed on a durable snapshot), so their
+    // leaving deletes both entries at the next snapshot.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = http_get(node.metrics, "/metrics");
+        let deletions = shard_sum(&metrics, "nervix_snapshot_deletions_total");
+        if deletions == 2 {
+            break;
+        }
+        assert!(
+            deletions < 2 && std::time::Instant::now() < deadline,
+            "{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    records
 }
 
 #[test]

@@ -229,6 +229,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
     extra.insert("real_time".into(), json!(settings.real_time));
     let snapshot = &measured.snapshot;
     extra.insert("snapshot_states".into(), json!(snapshot.states));
+    extra.insert("snapshot_deletions".into(), json!(snapshot.deletions));
     extra.insert("snapshot_bytes".into(), json!(snapshot.bytes));
     extra.insert("snapshot_passes".into(), json!(snapshot.passes));
     extra.insert(
@@ -356,6 +357,7 @@ async fn measure(
 fn since(after: SnapshotCounters, before: SnapshotCounters) -> SnapshotCounters {
     SnapshotCounters {
         states: after.states - before.states,
+        deletions: after.deletions - before.deletions,
         bytes: after.bytes - before.bytes,
         passes: after.passes - before.passes,
         encode_us: after.encode_us - before.encode_us,

@@ -130,6 +130,7 @@ impl Deployed {
         for shard in self.node.data_plane.stats().await {
             let counters = shard.counters.snapshot;
             sum.states += counters.states;
+            sum.deletions += counters.deletions;
             sum.bytes += counters.bytes;
             sum.passes += counters.passes;
             sum.encode_us += counters.encode_us;

@@ -151,6 +151,12 @@ pub fn render(stats: &[ShardStats]) -> String {
         per_shard(&|s| s.counters.snapshot.states),
     );
     counter(
+        "nervix_snapshot_deletions_total",
+        "Stored processor branch states deleted by snapshots because the state left (emptied, expired, evicted).",
+        "counter",
+        per_shard(&|s| s.counters.snapshot.deletions),
+    );
+    counter(
         "nervix_snapshot_bytes_total",
         "Bytes of the processor states snapshots encoded.",
         "counter",

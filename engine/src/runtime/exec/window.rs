@@ -68,6 +68,9 @@ pub struct WindowState {
     bytes: u64,
     /// Changed since its last snapshot.
     dirty: bool,
+    /// A snapshot encoded it (or it was restored from one): only then does its leaving have
+    /// a stored entry to delete.
+    stored: bool,
 }
 
 /// The snapshot format version (first byte of an encoded window): the run lengths, then the
@@ -306,6 +309,12 @@ impl WindowState {
         self.dirty
     }
 
+    /// Whether a snapshot may have stored the window (one encoded it, or it was restored):
+    /// a window that leaves before its first snapshot has no stored entry to delete.
+    pub fn is_stored(&self) -> bool {
+        self.stored
+    }
+
     /// Encodes the window for a snapshot (empty when it holds nothing, which deletes the
     /// stored entry) and moves the acknowledgement runs of every retained row into `acks`:
     /// once the snapshot is durable, those rows are safe and the caller acknowledges them. A
@@ -320,6 +329,7 @@ impl WindowState {
     ) -> Result<Vec<u8>, SnapshotError> {
         let bytes = self.encode(plan, schema)?;
         self.dirty = false;
+        self.stored = true;
         for run in &mut self.runs {
             acks.append(&mut run.acks);
         }
@@ -467,6 +477,7 @@ impl WindowState {
             Some(start)
         };
         state.dirty = false;
+        state.stored = true;
         Ok(state)
     }
 
@@ -658,6 +669,19 @@ mod tests {
         assert_eq!(restored.start_ns(), Some(3));
         assert_eq!(restored.watermark_ns(), Some(8));
         assert_eq!(restored.encode(&plan, &mut None).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_window_is_stored_once_a_snapshot_encoded_it_or_it_was_restored() {
+        let plan = times_only_plan();
+        let mut state = two_runs(&plan);
+        assert!(
+            !state.is_stored(),
+            "a new window has no stored entry to delete"
+        );
+        let bytes = state.snapshot(&plan, &mut None, &mut Vec::new()).unwrap();
+        assert!(state.is_stored());
+        assert!(WindowState::restore(&plan, &bytes).unwrap().is_stored());
     }
 
     #[test]

@@ -195,10 +195,11 @@ pub struct ShardCounters {
 /// branch state once per round, so these show whether state persistence is eating the shard.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SnapshotCounters {
-    /// Branch states encoded (periodic passes and stops; deletions of states that left
-    /// included; a pass the writer refused is encoded again by the next one, and counted
-    /// again).
+    /// Branch states encoded (periodic passes and stops; a pass the writer refused is
+    /// encoded again by the next one, and counted again).
     pub states: u64,
+    /// Stored states deleted because their branch state left (emptied, expired, evicted).
+    pub deletions: u64,
     /// Bytes of those encodings.
     pub bytes: u64,
     /// Passes that encoded something (a round of more than `MAX_ENTRIES_PER_PASS` states

@@ -11,7 +11,7 @@
 //! pass (without waiting for the interval), so a shard with many changed branches snapshots
 //! them in slices between its other work instead of holding it for the whole pass.
 //!
-//! Counted (`SnapshotCounters`, in `/metrics`): states and bytes encoded, passes, the shard
+//! Counted (`SnapshotCounters`, in `/metrics`): states and bytes encoded, deletions, passes, the shard
 //! time spent encoding them, and intervals put off because the writer was behind.
 
 use std::collections::HashMap;
@@ -138,7 +138,10 @@ impl ShardState {
     fn count_pass(&mut self, entries: &[ProcessorEntry], encoding: Instant) {
         let counters = &mut self.counters.snapshot;
         counters.passes += 1;
-        counters.states += entries.len() as u64;
+        // An empty value is a deletion (`ProcessorEntry`).
+        let deletions = entries.iter().filter(|(_, bytes)| bytes.is_empty()).count();
+        counters.deletions += deletions as u64;
+        counters.states += (entries.len() - deletions) as u64;
         counters.bytes += entries
             .iter()
             .map(|(_, bytes)| bytes.len() as u64)

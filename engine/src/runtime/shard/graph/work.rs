@@ -632,8 +632,10 @@ impl Graph {
                 .get(key)
                 .is_some_and(|state| state.retained_rows() == 0)
             {
-                windows.remove(key);
-                self.forgotten.push((index, key.clone()));
+                let stored = windows.remove(key).is_some_and(|state| state.is_stored());
+                if stored {
+                    self.forgotten.push((index, key.clone()));
+                }
             }
         }
     }
@@ -717,8 +719,11 @@ impl Graph {
                 }
             }
             if state.retained_rows() == 0 {
+                // A window that leaves before its first snapshot has nothing stored.
+                if state.is_stored() {
+                    forgotten.push((index, key.clone()));
+                }
                 windows.remove(&key);
-                forgotten.push((index, key));
             } else if let Some(next) = state.due_ns(window) {
                 due.insert((next, key));
             }
@@ -982,15 +987,18 @@ impl Graph {
     /// its pending correlations ended), and so do their stored snapshots.
     pub(super) fn drop_work_state(&mut self, key: &BranchKey) {
         for (index, state) in self.work.iter_mut().enumerate() {
-            let removed = match state {
+            let stored = match state {
                 WorkState::Dedup { spaces, .. } => spaces.remove(key).is_some(),
                 WorkState::Reorder { buffers } => buffers.remove(key).is_some(),
-                WorkState::Window { windows, .. } => windows.remove(key).is_some(),
+                // A window that leaves before its first snapshot has nothing stored.
+                WorkState::Window { windows, .. } => {
+                    windows.remove(key).is_some_and(|state| state.is_stored())
+                }
                 WorkState::Correlate { branches, .. } => branches.remove(key).is_some(),
                 // A generator skips branches whose state left when their turn comes.
                 WorkState::Pass | WorkState::Generate(_) => false,
             };
-            if removed {
+            if stored {
                 self.forgotten.push((index, key.clone()));
             }
         }
