@@ -17,8 +17,8 @@ pub struct RunResult {
     pub rate: Option<u64>,
     pub window: u32,
     pub client_threads: usize,
-    /// How long the shards polled before parking: the setting when pinned, 0 when unpinned
-    /// (unpinned shards never spin); see [`applied_spin_us`].
+    /// How long the shards polled before parking: the setting when pinned, at most
+    /// `MAX_UNPINNED_SPIN_BEFORE_PARK_US` when unpinned; see [`applied_spin_us`].
     pub shard_spin_us: u64,
     /// Rows of batches whose outcome was `Completed`.
     pub rows_in: u64,
@@ -80,7 +80,7 @@ pub fn applied_spin_us(pin: bool, spin_us: u64) -> u64 {
     if pin {
         spin_us
     } else {
-        0
+        spin_us.min(nervix::runtime::MAX_UNPINNED_SPIN_BEFORE_PARK_US)
     }
 }
 

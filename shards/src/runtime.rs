@@ -61,6 +61,13 @@ pub const DEFAULT_STALL_BUDGET_MS: u64 = 10;
 pub const DEFAULT_SPIN_BEFORE_PARK_US: u64 = 200;
 /// The longest a shard may spin before it parks: 10 ms (longer is a busy core, not a wait).
 pub const MAX_SPIN_BEFORE_PARK_US: u64 = 10_000;
+/// The longest an unpinned shard spins before it parks, whatever `spin_before_park_us` says:
+/// 20 µs. It shares its CPU with other threads, so it does not poll through idle gaps; but
+/// a shard working through a backlog lets its reactor run with a 1 µs timer sleep (the
+/// driver's ticker), and without a spin each such sleep parks the thread in the kernel (a
+/// timer arm, a memory barrier across the process's CPUs, a context switch: about 7 % of a
+/// Nexmark q5 shard, perf/RESULTS.md session 28).
+pub const MAX_UNPINNED_SPIN_BEFORE_PARK_US: u64 = 20;
 
 /// The most io memory a shard may ask for: 1 GiB.
 pub const MAX_IO_MEMORY_BYTES: usize = 1 << 30;
@@ -142,7 +149,8 @@ pub struct RuntimeConfig {
     /// shard ([`crate::wake_watchdog`]); 0 turns the watchdog off.
     pub stale_wake_ms: u64,
     /// How long a pinned shard that ran out of work polls its rings and timers before it
-    /// parks in the kernel (glommio's `spin_before_park`; unpinned shards never spin). A
+    /// parks in the kernel (glommio's `spin_before_park`; unpinned shards spin at most
+    /// [`MAX_UNPINNED_SPIN_BEFORE_PARK_US`], see [`RuntimeConfig::applied_spin_before_park_us`]). A
     /// parked shard is woken by the kernel (an interrupt and a context switch, tens of µs in
     /// a VM) when a socket or a timer fires, and every FLUSH IMMEDIATE window ends on a
     /// timer; spinning trades up to this much CPU per idle period for those wake-ups. 0 = off.
@@ -181,6 +189,17 @@ impl RuntimeConfig {
     pub fn unpinned(mut self) -> Self {
         self.cpus = CpuPlacement::Unpinned;
         self
+    }
+
+    /// How long each shard spins before it parks: `spin_before_park_us` when pinned, at most
+    /// [`MAX_UNPINNED_SPIN_BEFORE_PARK_US`] when unpinned.
+    pub fn applied_spin_before_park_us(&self) -> u64 {
+        match self.cpus {
+            CpuPlacement::Unpinned => self
+                .spin_before_park_us
+                .min(MAX_UNPINNED_SPIN_BEFORE_PARK_US),
+            _ => self.spin_before_park_us,
+        }
     }
 
     /// The io memory glommio will actually register per shard (rounded up to 4 KiB, at
@@ -974,8 +993,9 @@ fn build_executor(
         .io_memory(config.io_memory_bytes)
         .ring_depth(config.ring_depth)
         .blocking_thread_pool_placement(PoolPlacement::Unbound(1));
-    if config.spin_before_park_us > 0 {
-        builder = builder.spin_before_park(Duration::from_micros(config.spin_before_park_us));
+    let spin_us = config.applied_spin_before_park_us();
+    if spin_us > 0 {
+        builder = builder.spin_before_park(Duration::from_micros(spin_us));
     }
     if let (true, Some(budget)) = (config.stall_backtraces, config.stall_budget()) {
         builder = builder
@@ -1161,6 +1181,22 @@ mod tests {
         );
         assert_eq!(CpuPlacement::Pinned(vec![5, 7]).cpu_for(3), Some(7));
         assert_eq!(CpuPlacement::Unpinned.cpu_for(0), None);
+    }
+
+    #[test]
+    fn an_unpinned_shard_spins_no_longer_than_its_cap() {
+        let mut pinned = RuntimeConfig::with_shards(n(1));
+        pinned.cpus = CpuPlacement::Pinned(vec![0]);
+        pinned.spin_before_park_us = 200;
+        assert_eq!(pinned.applied_spin_before_park_us(), 200);
+        let unpinned = pinned.clone().unpinned();
+        assert_eq!(
+            unpinned.applied_spin_before_park_us(),
+            MAX_UNPINNED_SPIN_BEFORE_PARK_US
+        );
+        let mut off = unpinned;
+        off.spin_before_park_us = 0;
+        assert_eq!(off.applied_spin_before_park_us(), 0);
     }
 
     #[test]

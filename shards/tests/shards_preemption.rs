@@ -97,6 +97,32 @@ fn an_idle_reactor_sleeps_until_its_timer() {
     );
 }
 
+#[test]
+fn an_unpinned_reactor_that_spins_before_parking_still_sleeps_when_idle() {
+    // The vendored glommio lets an unbound executor spin before it parks (unpinned shards
+    // spin at most MAX_UNPINNED_SPIN_BEFORE_PARK_US); idle, it must still park, not poll.
+    let spin = Duration::from_micros(nervix_shards::runtime::MAX_UNPINNED_SPIN_BEFORE_PARK_US);
+    let executor = LocalExecutorBuilder::new(Placement::Unbound)
+        .preempt_timer(PREEMPT_TIMER)
+        .spin_before_park(spin)
+        .make()
+        .expect("a glommio executor starts");
+    let (slept, cpu_used) = executor.run(async {
+        let wall = Instant::now();
+        let cpu = thread_cpu_time();
+        for _ in 0..10 {
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+        (wall.elapsed(), thread_cpu_time() - cpu)
+    });
+    assert!(slept >= Duration::from_millis(200), "woke after {slept:?}");
+    // Ten idle periods cost at most ten spins of 20 µs, not 200 ms of polling.
+    assert!(
+        cpu_used < Duration::from_millis(50),
+        "the executor used {cpu_used:?} of CPU while it waited {slept:?}"
+    );
+}
+
 /// CPU time this thread has used.
 fn thread_cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");

@@ -1139,7 +1139,7 @@ impl LocalExecutor {
     fn new(
         notifier: Arc<sys::SleepNotifier>,
         cpu_binding: Option<impl IntoIterator<Item = usize>>,
-        mut config: LocalExecutorConfig,
+        config: LocalExecutorConfig,
     ) -> Result<LocalExecutor> {
         let blocking_thread =
             BlockingThreadPool::new(config.thread_pool_placement, notifier.clone())?;
@@ -1152,9 +1152,10 @@ impl LocalExecutor {
         // `Placement` variants a CPU set could span multiple NUMA nodes).
         // For additional information see:
         // https://www.kernel.org/doc/html/latest/admin-guide/mm/numa_memory_policy.html
-        match cpu_binding {
-            Some(cpu_set) => bind_to_cpu_set(cpu_set)?,
-            None => config.spin_before_park = None,
+        // Nervix patch: an unbound executor spins before parking too, if asked to (the
+        // caller bounds how long: vendor/glommio/NERVIX.md).
+        if let Some(cpu_set) = cpu_binding {
+            bind_to_cpu_set(cpu_set)?;
         }
         let p = parking::Parker::new();
         let queues = ExecutorQueues::new(config.preempt_timer, config.spin_before_park);
