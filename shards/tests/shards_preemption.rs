@@ -83,43 +83,39 @@ fn a_busy_task_queue_is_preempted_again_and_again() {
 
 #[test]
 fn an_idle_reactor_sleeps_until_its_timer() {
-    let (slept, cpu_used) = executor().run(async {
-        let wall = Instant::now();
-        let cpu = thread_cpu_time();
-        glommio::timer::sleep(Duration::from_millis(200)).await;
-        (wall.elapsed(), thread_cpu_time() - cpu)
-    });
-    assert!(slept >= Duration::from_millis(200), "woke after {slept:?}");
-    // Sleeping, not polling: far less CPU than wall time.
-    assert!(
-        cpu_used < Duration::from_millis(50),
-        "the executor used {cpu_used:?} of CPU while it waited 200 ms"
-    );
+    assert_sleeps_when_idle(executor(), 1);
 }
 
 #[test]
 fn an_unpinned_reactor_that_spins_before_parking_still_sleeps_when_idle() {
     // The vendored glommio lets an unbound executor spin before it parks (unpinned shards
-    // spin at most MAX_UNPINNED_SPIN_BEFORE_PARK_US); idle, it must still park, not poll.
+    // spin at most MAX_UNPINNED_SPIN_BEFORE_PARK_US); idle, it must still park, not poll:
+    // ten idle periods cost at most ten spins of 20 µs.
     let spin = Duration::from_micros(nervix_shards::runtime::MAX_UNPINNED_SPIN_BEFORE_PARK_US);
     let executor = LocalExecutorBuilder::new(Placement::Unbound)
         .preempt_timer(PREEMPT_TIMER)
         .spin_before_park(spin)
         .make()
         .expect("a glommio executor starts");
-    let (slept, cpu_used) = executor.run(async {
+    assert_sleeps_when_idle(executor, 10);
+}
+
+/// Waits 200 ms on `executor` in `pieces` timer sleeps and checks that it slept through them
+/// rather than polling: far less CPU than wall time.
+fn assert_sleeps_when_idle(executor: LocalExecutor, pieces: u32) {
+    const IDLE_FOR: Duration = Duration::from_millis(200);
+    let (slept, cpu_used) = executor.run(async move {
         let wall = Instant::now();
         let cpu = thread_cpu_time();
-        for _ in 0..10 {
-            glommio::timer::sleep(Duration::from_millis(20)).await;
+        for _ in 0..pieces {
+            glommio::timer::sleep(IDLE_FOR / pieces).await;
         }
         (wall.elapsed(), thread_cpu_time() - cpu)
     });
-    assert!(slept >= Duration::from_millis(200), "woke after {slept:?}");
-    // Ten idle periods cost at most ten spins of 20 µs, not 200 ms of polling.
+    assert!(slept >= IDLE_FOR, "woke after {slept:?}");
     assert!(
         cpu_used < Duration::from_millis(50),
-        "the executor used {cpu_used:?} of CPU while it waited {slept:?}"
+        "the executor used {cpu_used:?} of CPU while it waited {slept:?} in {pieces} sleeps"
     );
 }
 
