@@ -88,7 +88,7 @@ pub struct ServeArguments {
     shard_ring_depth: usize,
     /// Microseconds a pinned shard that ran out of work keeps polling before it parks: lower
     /// wake-up latency (FLUSH IMMEDIATE windows, arriving batches) for busy CPU (0 = off,
-    /// at most 10,000).
+    /// at most 10,000; an unpinned shard polls at most 20).
     #[arg(long, value_name = "US", default_value_t = nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US)]
     shard_spin_us: u64,
     /// Longest a graceful stop waits for sinks to confirm buffered rows, in milliseconds.
