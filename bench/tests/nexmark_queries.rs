@@ -85,19 +85,7 @@ async fn q2_keeps_the_bids_on_every_123rd_auction() {
 fn the_nexmark_bench_runs_for_a_second_and_matches_the_reference_count() {
     for query in ["q0", "q1", "q2"] {
         let scenario = format!("nexmark-{query}");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
-            .args([&scenario, "--seconds", "1", "--events", "20000", "--json"])
-            .output()
-            .expect("nervix-bench runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let last = stdout.lines().last().expect("some output");
-        let result: serde_json::Value = serde_json::from_str(last).expect("a JSON line");
+        let result = bench_json(&[&scenario, "--seconds", "1", "--events", "20000", "--json"]);
         assert_eq!(result["scenario"], scenario.as_str());
         assert_eq!(result["query"], query);
         let rows_in = result["rows_in"].as_u64().expect("rows_in");
@@ -123,19 +111,7 @@ fn the_nexmark_bench_runs_for_a_second_and_matches_the_reference_count() {
 fn the_ordered_nexmark_bench_submits_once_and_matches_the_reference_count() {
     for query in ["q5", "q7", "q8"] {
         let scenario = format!("nexmark-{query}");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
-            .args([&scenario, "--events", "20000", "--json"])
-            .output()
-            .expect("nervix-bench runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{scenario}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let last = stdout.lines().last().expect("some output");
-        let result: serde_json::Value = serde_json::from_str(last).expect("a JSON line");
+        let result = bench_json(&[&scenario, "--events", "20000", "--json"]);
         assert_eq!(result["scenario"], scenario.as_str());
         assert_eq!(result["query"], query);
         assert_eq!(result["events_generated"], 20_000);
@@ -171,27 +147,15 @@ async fn q8_finds_new_sellers_of_each_tumbling_window() {
 /// open longer than a snapshot interval show up in the snapshot counters.
 #[test]
 fn a_real_time_run_follows_event_time_and_counts_its_snapshots() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
-        .args([
-            "nexmark-q5",
-            "--events",
-            "30000",
-            "--event-rate",
-            "10000",
-            "--real-time",
-            "--json",
-        ])
-        .output()
-        .expect("nervix-bench runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("some output")).expect("a JSON line");
+    let result = bench_json(&[
+        "nexmark-q5",
+        "--events",
+        "30000",
+        "--event-rate",
+        "10000",
+        "--real-time",
+        "--json",
+    ]);
     assert_eq!(result["real_time"], true, "{result}");
     assert_eq!(result["event_rate"], 10_000, "{result}");
     // 30,000 events at 10,000 a second span just under 3 s of event time.
@@ -216,4 +180,21 @@ fn a_real_time_run_follows_event_time_and_counts_its_snapshots() {
         result["snapshot_bytes"].as_u64().expect("snapshot_bytes") > 0,
         "{result}"
     );
+}
+
+/// Runs `nervix-bench` with `args`; it must succeed, and its last line is the JSON report.
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nervix-bench"))
+        .args(args)
+        .output()
+        .expect("nervix-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?}: exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("some output");
+    serde_json::from_str(last).expect("a JSON line")
 }

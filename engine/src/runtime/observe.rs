@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::shard::SnapshotCounters;
 use super::{DataPlane, ShardStats};
 
 /// The most bytes of a request head the metrics listener reads.
@@ -73,6 +74,43 @@ async fn answer(mut stream: tokio::net::TcpStream, data_plane: &DataPlane) -> st
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
 }
+
+/// One metric of a shard's snapshot counters: name, help, and the counter it reports.
+type SnapshotMetric = (&'static str, &'static str, fn(&SnapshotCounters) -> u64);
+
+/// The shards' snapshot counters as metrics.
+const SNAPSHOT_METRICS: [SnapshotMetric; 6] = [
+    (
+        "nervix_snapshot_states_total",
+        "Processor branch states (windows, keyspaces, reorder buffers, pending correlations) encoded by snapshots.",
+        |c| c.states,
+    ),
+    (
+        "nervix_snapshot_deletions_total",
+        "Stored processor branch states deleted by snapshots because the state left (emptied, expired, evicted).",
+        |c| c.deletions,
+    ),
+    (
+        "nervix_snapshot_bytes_total",
+        "Bytes of the processor states snapshots encoded.",
+        |c| c.bytes,
+    ),
+    (
+        "nervix_snapshot_passes_total",
+        "Snapshot passes that encoded states (a round of many changed states takes several).",
+        |c| c.passes,
+    ),
+    (
+        "nervix_snapshot_encode_microseconds_total",
+        "Shard time spent encoding snapshot passes.",
+        |c| c.encode_us,
+    ),
+    (
+        "nervix_snapshot_deferred_total",
+        "Snapshots put off because the state writer was behind; their states stay dirty for the next one.",
+        |c| c.deferred,
+    ),
+];
 
 /// Prometheus text exposition of every shard's figures.
 pub fn render(stats: &[ShardStats]) -> String {
@@ -144,42 +182,14 @@ pub fn render(stats: &[ShardStats]) -> String {
         "gauge",
         per_shard(&|s| s.open_roots as u64),
     );
-    counter(
-        "nervix_snapshot_states_total",
-        "Processor branch states (windows, keyspaces, reorder buffers, pending correlations) encoded by snapshots.",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.states),
-    );
-    counter(
-        "nervix_snapshot_deletions_total",
-        "Stored processor branch states deleted by snapshots because the state left (emptied, expired, evicted).",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.deletions),
-    );
-    counter(
-        "nervix_snapshot_bytes_total",
-        "Bytes of the processor states snapshots encoded.",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.bytes),
-    );
-    counter(
-        "nervix_snapshot_passes_total",
-        "Snapshot passes that encoded states (a round of many changed states takes several).",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.passes),
-    );
-    counter(
-        "nervix_snapshot_encode_microseconds_total",
-        "Shard time spent encoding snapshot passes.",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.encode_us),
-    );
-    counter(
-        "nervix_snapshot_deferred_total",
-        "Snapshots put off because the state writer was behind; their states stay dirty for the next one.",
-        "counter",
-        per_shard(&|s| s.counters.snapshot.deferred),
-    );
+    for (name, help, field) in SNAPSHOT_METRICS {
+        counter(
+            name,
+            help,
+            "counter",
+            per_shard(&|s| field(&s.counters.snapshot)),
+        );
+    }
     counter(
         "nervix_shard_stalls_total",
         "Task queues that ran past their budget without yielding.",
