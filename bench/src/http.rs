@@ -191,7 +191,7 @@ async fn run_in(settings: &HttpSettings, data_dir: &std::path::Path) -> anyhow::
         rate: settings.rate,
         window: settings.connections as u32,
         client_threads: 1,
-        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
+        shard_spin_us: nervix::runtime::applied_spin_before_park_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: sent.records_in,
         rows_out,
         matching: sent.matching,

@@ -702,7 +702,7 @@ fn result(
             IngestMode::NoAck => 0,
         },
         client_threads: 1,
-        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
+        shard_spin_us: nervix::runtime::applied_spin_before_park_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: input.records,
         rows_out: watched.rows_out,
         matching: input.matching,

@@ -18,7 +18,8 @@ pub struct RunResult {
     pub window: u32,
     pub client_threads: usize,
     /// How long the shards polled before parking: the setting when pinned, at most
-    /// `MAX_UNPINNED_SPIN_BEFORE_PARK_US` when unpinned; see [`applied_spin_us`].
+    /// `MAX_UNPINNED_SPIN_BEFORE_PARK_US` when unpinned
+    /// (`nervix::runtime::applied_spin_before_park_us`).
     pub shard_spin_us: u64,
     /// Rows of batches whose outcome was `Completed`.
     pub rows_in: u64,
@@ -72,15 +73,6 @@ impl LatencyTail {
             self.slots_over_1ms,
             self.slots
         )
-    }
-}
-
-/// The spin before parking that applies to a node started with `pin` and `spin_us`.
-pub fn applied_spin_us(pin: bool, spin_us: u64) -> u64 {
-    if pin {
-        spin_us
-    } else {
-        spin_us.min(nervix::runtime::MAX_UNPINNED_SPIN_BEFORE_PARK_US)
     }
 }
 

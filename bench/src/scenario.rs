@@ -343,7 +343,7 @@ async fn run_in(
         rate: settings.rate,
         window: settings.window,
         client_threads: settings.client_threads,
-        shard_spin_us: crate::report::applied_spin_us(settings.pin, settings.shard_spin_us),
+        shard_spin_us: nervix::runtime::applied_spin_before_park_us(settings.pin, settings.shard_spin_us),
         rows_in: produced.rows_in,
         rows_out: consumed.rows_out,
         matching: produced.matching,

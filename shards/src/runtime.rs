@@ -69,6 +69,16 @@ pub const MAX_SPIN_BEFORE_PARK_US: u64 = 10_000;
 /// Nexmark q5 shard, perf/RESULTS.md session 28).
 pub const MAX_UNPINNED_SPIN_BEFORE_PARK_US: u64 = 20;
 
+/// How long a shard spins before it parks, given whether it is pinned and the configured
+/// `spin_us`: all of it when pinned, at most [`MAX_UNPINNED_SPIN_BEFORE_PARK_US`] when not.
+pub fn applied_spin_before_park_us(pinned: bool, spin_us: u64) -> u64 {
+    if pinned {
+        spin_us
+    } else {
+        spin_us.min(MAX_UNPINNED_SPIN_BEFORE_PARK_US)
+    }
+}
+
 /// The most io memory a shard may ask for: 1 GiB.
 pub const MAX_IO_MEMORY_BYTES: usize = 1 << 30;
 /// The deepest io_uring ring the kernel accepts (`IORING_MAX_ENTRIES`).
@@ -191,15 +201,10 @@ impl RuntimeConfig {
         self
     }
 
-    /// How long each shard spins before it parks: `spin_before_park_us` when pinned, at most
-    /// [`MAX_UNPINNED_SPIN_BEFORE_PARK_US`] when unpinned.
+    /// How long each shard spins before it parks ([`applied_spin_before_park_us`]).
     pub fn applied_spin_before_park_us(&self) -> u64 {
-        match self.cpus {
-            CpuPlacement::Unpinned => self
-                .spin_before_park_us
-                .min(MAX_UNPINNED_SPIN_BEFORE_PARK_US),
-            _ => self.spin_before_park_us,
-        }
+        let pinned = !matches!(self.cpus, CpuPlacement::Unpinned);
+        applied_spin_before_park_us(pinned, self.spin_before_park_us)
     }
 
     /// The io memory glommio will actually register per shard (rounded up to 4 KiB, at

@@ -185,7 +185,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         rate: None,
         window: settings.window,
         client_threads: 1,
-        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
+        shard_spin_us: nervix::runtime::applied_spin_before_park_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: events_in,
         rows_out: measured.rows_out,
         matching: expected_rows,
@@ -331,7 +331,7 @@ async fn measure(
         .get(&Part::Shard)
         .copied()
         .unwrap_or(0.0);
-    let snapshot = since(deployed.snapshot_counters().await, snapshot_before);
+    let snapshot = deployed.snapshot_counters().await - snapshot_before;
     for producer in producers {
         producer.close().await;
     }
@@ -351,16 +351,4 @@ async fn measure(
         shard_cpu_s,
         snapshot,
     })
-}
-
-/// The snapshot counters' growth from `before` to `after`.
-fn since(after: SnapshotCounters, before: SnapshotCounters) -> SnapshotCounters {
-    SnapshotCounters {
-        states: after.states - before.states,
-        deletions: after.deletions - before.deletions,
-        bytes: after.bytes - before.bytes,
-        passes: after.passes - before.passes,
-        encode_us: after.encode_us - before.encode_us,
-        deferred: after.deferred - before.deferred,
-    }
 }

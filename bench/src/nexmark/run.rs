@@ -126,17 +126,14 @@ impl Deployed {
 
     /// What processor snapshots cost the node's shards so far, summed.
     pub(super) async fn snapshot_counters(&self) -> SnapshotCounters {
-        let mut sum = SnapshotCounters::default();
-        for shard in self.node.data_plane.stats().await {
-            let counters = shard.counters.snapshot;
-            sum.states += counters.states;
-            sum.deletions += counters.deletions;
-            sum.bytes += counters.bytes;
-            sum.passes += counters.passes;
-            sum.encode_us += counters.encode_us;
-            sum.deferred += counters.deferred;
-        }
-        sum
+        self.node
+            .data_plane
+            .stats()
+            .await
+            .iter()
+            .fold(SnapshotCounters::default(), |sum, shard| {
+                sum + shard.counters.snapshot
+            })
     }
 
     pub(super) async fn stop(self) {
@@ -615,7 +612,7 @@ pub async fn bench(settings: &BenchSettings) -> anyhow::Result<(RunResult, Map<S
         rate: None,
         window: settings.window,
         client_threads: 1,
-        shard_spin_us: crate::report::applied_spin_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
+        shard_spin_us: nervix::runtime::applied_spin_before_park_us(settings.pin, nervix::runtime::DEFAULT_SPIN_BEFORE_PARK_US),
         rows_in: produced.events_in,
         rows_out: consumed.rows_out,
         matching: produced.expected_out,

@@ -212,6 +212,38 @@ pub struct SnapshotCounters {
     pub deferred: u64,
 }
 
+impl SnapshotCounters {
+    /// Applies `op` field by field (sums across shards, growth between two readings).
+    fn zip(self, other: SnapshotCounters, op: fn(u64, u64) -> u64) -> SnapshotCounters {
+        SnapshotCounters {
+            states: op(self.states, other.states),
+            deletions: op(self.deletions, other.deletions),
+            bytes: op(self.bytes, other.bytes),
+            passes: op(self.passes, other.passes),
+            encode_us: op(self.encode_us, other.encode_us),
+            deferred: op(self.deferred, other.deferred),
+        }
+    }
+}
+
+impl std::ops::Add for SnapshotCounters {
+    type Output = SnapshotCounters;
+
+    fn add(self, other: SnapshotCounters) -> SnapshotCounters {
+        self.zip(other, u64::saturating_add)
+    }
+}
+
+/// Growth since an earlier reading (counters only grow; a reading from a restarted shard
+/// saturates at zero).
+impl std::ops::Sub for SnapshotCounters {
+    type Output = SnapshotCounters;
+
+    fn sub(self, earlier: SnapshotCounters) -> SnapshotCounters {
+        self.zip(earlier, u64::saturating_sub)
+    }
+}
+
 impl ShardState {
     pub fn new(
         shard: usize,
