@@ -18,21 +18,29 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const ADMIN_PASSWORD: &str = "admin-secret";
 
-/// A free loopback port (bound, then released for the node to take), never one handed out
-/// before in this process: tests start nodes in parallel, and a port released by one test's
-/// probe must not become two nodes' listeners.
+/// Ports handed to nodes come from below the kernel's ephemeral range (32768 and up by
+/// default): a port probed free there can still become the local end of some test's outbound
+/// connection before the node binds it, which failed CI once with `Address already in use`.
+const NODE_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A free loopback port for a node's listener, never one handed out before in this process:
+/// tests start nodes in parallel, and one probe's port must not become two nodes' listeners.
+/// The scan starts at an offset taken from the process id so that two test processes on one
+/// machine seldom probe the same ports.
 pub fn free_addr() -> SocketAddr {
-    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let addr = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port");
-        let mut handed_out = HANDED_OUT.lock().expect("port registry");
-        if !handed_out.contains(&addr.port()) {
-            handed_out.push(addr.port());
-            return addr;
+    static NEXT: std::sync::Mutex<Option<u16>> = std::sync::Mutex::new(None);
+    let span = NODE_PORTS.end - NODE_PORTS.start;
+    let mut next = NEXT.lock().expect("port registry");
+    let mut offset = next.unwrap_or((std::process::id() % u32::from(span)) as u16);
+    for _ in 0..span {
+        let port = NODE_PORTS.start + offset;
+        offset = (offset + 1) % span;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            *next = Some(offset);
+            return SocketAddr::from(([127, 0, 0, 1], port));
         }
     }
+    panic!("no free loopback port in {NODE_PORTS:?}");
 }
 
 pub fn scratch_dir(test: &str) -> PathBuf {
