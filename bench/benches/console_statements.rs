@@ -50,9 +50,8 @@ fn main() {
         .build()
         .expect("runtime");
     let (node, server) = runtime.block_on(async {
-        let raft_addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port");
+        // Port 0: the raft listener binds a free port itself.
+        let raft_addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let config = nervix_raft::RaftConfig::new(dir.join("raft"), 1, raft_addr);
         let raft = nervix_raft::RaftNode::open(config, ControlStateMachine::default())
             .await

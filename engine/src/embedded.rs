@@ -81,13 +81,9 @@ impl EmbeddedNode {
             path: config.data_dir.clone(),
             source,
         })?;
-        // The raft listener needs a concrete port even for a one-member cluster.
-        let raft_addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|source| EmbeddedError::DataDir {
-                path: config.data_dir.clone(),
-                source,
-            })?;
+        // Port 0: the raft listener binds a free port itself (a probed-then-released port could
+        // be taken in between), and a one-member cluster has no peer to tell it to.
+        let raft_addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let raft_config = nervix_raft::RaftConfig::new(config.data_dir.join("raft"), 1, raft_addr);
         let raft = nervix_raft::RaftNode::open(raft_config, ControlStateMachine::default())
             .await
