@@ -25,6 +25,7 @@
 mod admit;
 mod adopt;
 mod correlate;
+mod delivery_budget;
 mod flush_order;
 mod generator;
 mod merged_delivery;
@@ -57,6 +58,7 @@ use crate::runtime::frame::{derive_runs, AckRun, Frame};
 use crate::runtime::plan::{
     DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
 };
+pub use delivery_budget::DeliveryBudget;
 use flush_order::RouteFlush;
 use work::{Kept, WorkState};
 
@@ -195,9 +197,9 @@ pub struct Graph {
     armed_ns: Option<u64>,
     /// No route buffer is due before this (logical, physical ns); see `flush_order`.
     route_due: (Option<i64>, Option<u64>),
-    /// Relay frames the pump may still hand to consumers in this step (unbounded outside a
-    /// step), and whether it stopped with frames left because of it.
-    pub deliver_budget: usize,
+    /// What the pump may still hand to consumers in this step (unbounded outside a step),
+    /// and whether it stopped with frames left because of it.
+    pub deliver_budget: DeliveryBudget,
     pub deferred: bool,
     /// Per processor: its branch-local node-work state (deduplication keys, ordering buffers).
     work: Vec<WorkState>,
@@ -358,7 +360,7 @@ impl Graph {
             state_arrived: false,
             armed_ns: None,
             route_due: (None, None),
-            deliver_budget: usize::MAX,
+            deliver_budget: DeliveryBudget::UNBOUNDED,
             deferred: false,
             work: plan
                 .processors
@@ -1014,14 +1016,14 @@ impl Graph {
                     if !consumers.iter().all(|c| self.ready(*c)) {
                         break;
                     }
-                    if self.deliver_budget == 0 {
+                    if self.deliver_budget.spent() {
                         self.deferred = true;
                         break;
                     }
                     let Some(popped) = self.relays[relay].buffer.pop() else {
                         break;
                     };
-                    self.deliver_budget -= 1;
+                    self.deliver_budget.take_frame();
                     moved = true;
                     match consumers[..] {
                         [only] if self.takes_merged(only) => {

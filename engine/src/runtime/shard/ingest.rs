@@ -29,8 +29,6 @@ pub const MAX_STEP_ROUNDS: usize = 64;
 /// Batches one step admits at most; the rest wait for the next step, so one task poll never
 /// holds the shard for a whole queue of batches (FLUSH IMMEDIATE deadlines wait behind it).
 pub const MAX_ADMITS_PER_STEP: usize = 2;
-/// Relay frames one step hands to consumers at most, for the same reason.
-pub const MAX_FRAMES_PER_STEP: usize = 8;
 /// The most batches one producer may ask to have outstanding.
 pub const MAX_PRODUCER_CREDIT_BATCHES: u32 = 1_024;
 /// The most bytes one producer may ask to have outstanding (256 MiB).

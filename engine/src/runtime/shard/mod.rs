@@ -428,10 +428,19 @@ impl ShardState {
         self.known.insert(domain.to_string(), false);
     }
 
-    /// One round of work until nothing moves.
+    /// One round of work until nothing moves, with a fresh delivery budget.
     pub fn step(&mut self) {
+        let budget = graph::DeliveryBudget::for_step(clock::physical_ns());
         for run in self.runs.values_mut() {
-            run.graph.deliver_budget = ingest::MAX_FRAMES_PER_STEP;
+            run.graph.deliver_budget = budget;
+        }
+        self.step_within_budget();
+    }
+
+    /// [`ShardState::step`] with what is left of the delivery budget the graphs hold, so a
+    /// tick and the step after it share one budget (one poll of the ticker).
+    fn step_within_budget(&mut self) {
+        for run in self.runs.values_mut() {
             run.graph.deferred = false;
         }
         let mut budget = ingest::MAX_ADMITS_PER_STEP;
@@ -457,7 +466,7 @@ impl ShardState {
         let mut deferred = false;
         for run in self.runs.values_mut() {
             deferred |= run.graph.deferred;
-            run.graph.deliver_budget = usize::MAX;
+            run.graph.deliver_budget = graph::DeliveryBudget::UNBOUNDED;
         }
         self.more_work = deferred || self.admissible_waiting();
         if self.more_work {
@@ -545,17 +554,19 @@ impl ShardState {
         self.step();
     }
 
-    /// Flushes due route buffers, sweeps branches and times out batches, then steps.
+    /// Flushes due route buffers, sweeps branches and times out batches, then steps; the tick's
+    /// deliveries and the step's share one delivery budget.
     pub fn tick(&mut self) {
         let at = self.instant();
+        let budget = graph::DeliveryBudget::for_step(clock::physical_ns());
         for run in self.runs.values_mut() {
-            run.graph.deliver_budget = ingest::MAX_FRAMES_PER_STEP;
+            run.graph.deliver_budget = budget;
             run.graph.tick(at, cx!(self));
         }
         self.time_out(at);
         self.endpoint_tick(at);
         self.snapshot_tick(at.now.physical_ns);
-        self.step();
+        self.step_within_budget();
     }
 
     /// The earliest instant, in physical ns, the ticker must wake at.

@@ -183,7 +183,7 @@ mod tests {
     use nervix_shards::branch_key::BranchKey;
     use nervix_shards::flush::{Now, IMMEDIATE_WINDOW_NS};
 
-    use super::super::{Graph, Instant, PayloadToken};
+    use super::super::{DeliveryBudget, Graph, Instant, PayloadToken};
     use crate::catalog::plan::{plan_statement, StatementContext};
     use crate::catalog::Catalog;
     use crate::runtime::clock::DomainPace;
@@ -342,6 +342,16 @@ mod tests {
         fn tick(&mut self, physical_ns: u64) {
             self.with_ctx(|graph, cx| graph.tick(at(physical_ns), cx));
         }
+
+        /// A tick whose pump may hand on what `budget` allows; returns whether it left
+        /// relay frames for later.
+        fn tick_within(&mut self, physical_ns: u64, budget: DeliveryBudget) -> bool {
+            self.graph.deliver_budget = budget;
+            self.graph.deferred = false;
+            self.tick(physical_ns);
+            self.graph.deliver_budget = DeliveryBudget::UNBOUNDED;
+            self.graph.deferred
+        }
     }
 
     #[test]
@@ -370,5 +380,43 @@ mod tests {
             vec![("a".to_string(), 2), ("b".to_string(), 2)],
             "a's two rows fall in one window, and so do b's"
         );
+    }
+
+    #[test]
+    fn a_spent_delivery_budget_defers_relay_frames_and_loses_none() {
+        let mut driver = Driver::new();
+        let window = IMMEDIATE_WINDOW_NS;
+        let sensors = ["a", "b", "c", "d", "e", "f"];
+        let rows: Vec<(&str, i64)> = sensors.iter().map(|s| (*s, 1)).collect();
+        driver.send(&rows, 0);
+        // The reingestor's six branch buffers flush into the window's relay; a budget whose
+        // time has passed hands nothing on, one of one frame hands on one.
+        let passed = DeliveryBudget {
+            frames: usize::MAX,
+            until_ns: 0,
+        };
+        assert!(driver.tick_within(window, passed), "nothing was handed on");
+        let one_frame = DeliveryBudget {
+            frames: 1,
+            until_ns: u64::MAX,
+        };
+        let mut deferred_ticks = 0;
+        while driver.tick_within(window, one_frame) {
+            deferred_ticks += 1;
+            assert!(
+                deferred_ticks < 100,
+                "the backlog drains one frame per tick"
+            );
+        }
+        assert_eq!(deferred_ticks, sensors.len() - 1, "one frame per tick");
+        // Event time moves past every window: each sensor's row is counted once.
+        driver.send(&[("z", 100)], 2 * window);
+        for hop in 1..=3 {
+            driver.tick((2 + 2 * hop) * window);
+        }
+        let mut tallies = driver.tallies.clone();
+        tallies.sort();
+        let expected: Vec<(String, i64)> = sensors.iter().map(|s| (s.to_string(), 1)).collect();
+        assert_eq!(tallies, expected);
     }
 }

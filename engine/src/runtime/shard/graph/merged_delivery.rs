@@ -23,7 +23,8 @@
 //! numbers the row within the merged frame.
 //!
 //! Bounds: at most [`MAX_MERGED_FRAMES`] frames and, past the first, [`MAX_MERGED_ROWS`] rows
-//! per merged frame; on delivery each frame taken counts against the pump's delivery budget.
+//! per merged frame; on delivery each frame taken counts against the pump's frame budget (the
+//! merge itself is one delivery, so the time budget is checked once for it).
 
 use arrow_array::ArrayRef;
 use arrow_select::concat::{concat, concat_batches};
@@ -166,7 +167,9 @@ impl Graph {
     pub(super) fn take_following(&mut self, relay: RelayId, first: Frame) -> Vec<Frame> {
         let mut frames = vec![first];
         let mut rows = frames[0].num_rows();
-        while frames.len() < MAX_MERGED_FRAMES && rows < MAX_MERGED_ROWS && self.deliver_budget > 0
+        while frames.len() < MAX_MERGED_FRAMES
+            && rows < MAX_MERGED_ROWS
+            && self.deliver_budget.frames > 0
         {
             let buffer = &mut self.relays[relay].buffer;
             if !buffer.front().is_some_and(|next| joins(&frames[0], next)) {
@@ -175,7 +178,7 @@ impl Graph {
             let Some(popped) = buffer.pop() else {
                 break;
             };
-            self.deliver_budget -= 1;
+            self.deliver_budget.take_frame();
             rows += popped.frame.num_rows();
             frames.push(popped.frame);
         }
