@@ -21,6 +21,7 @@ use nervix_nspl::ast::catalog::{
     WireMode,
 };
 
+use super::wire_plan::{self, check_wire_schema, from_plan_refusal, resolve_columns};
 use crate::runtime::plan::arrow_schema;
 use crate::types::DataType;
 use crate::validate::route::Field;
@@ -80,6 +81,8 @@ pub enum CodecError {
     BadEncoding { field: String },
 }
 
+from_plan_refusal!(CodecError);
+
 /// How one wire field's values become column values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rule {
@@ -99,15 +102,7 @@ pub(crate) enum Rule {
 }
 
 /// One declared wire field.
-#[derive(Debug, Clone)]
-pub(crate) struct WireSlot {
-    pub name: String,
-    pub ty: DocType,
-    pub optional: bool,
-    pub rule: Rule,
-    /// The schema column it feeds.
-    pub column: Option<usize>,
-}
+pub(crate) type WireSlot = wire_plan::WireSlot<DocType, Rule>;
 
 /// An immutable decoding and encoding plan of document format `F`.
 #[derive(Debug)]
@@ -150,13 +145,7 @@ impl<F: DocumentFormat> DocumentPlan<F> {
                 format,
             });
         }
-        if wire_schema.name != wire.name.name {
-            return Err(CodecError::WrongWireSchema {
-                codec: codec.name.name.clone(),
-                expected: wire_schema.name.clone(),
-                given: wire.name.name.clone(),
-            });
-        }
+        check_wire_schema(codec, wire_schema, wire)?;
         let Some((mode, fields)) = document_fields::<F>(&wire.definition) else {
             return Err(CodecError::WireNotThisFormat {
                 wire: wire.name.name.clone(),
@@ -175,62 +164,17 @@ impl<F: DocumentFormat> DocumentPlan<F> {
                     field: f.name.clone(),
                 });
             }
-            slots.push(WireSlot {
-                name: f.name.clone(),
-                ty: f.ty,
-                optional: f.optional,
-                rule: Rule::Skip,
-                column: None,
-            });
+            slots.push(WireSlot::declared(f, Rule::Skip));
         }
-        for encoding in encodings {
-            let name = &encoding.field.name;
-            let fed_datetime = target
-                .iter()
-                .any(|f| f.name == *name && f.ty.data_type == DataType::Datetime)
-                && slots
-                    .iter()
-                    .any(|s| s.name == *name && s.ty == DocType::String);
-            if !fed_datetime {
-                return Err(CodecError::BadEncoding {
-                    field: name.clone(),
-                });
-            }
-        }
-        let mut columns = Vec::with_capacity(target.len());
-        for (c, field) in target.iter().enumerate() {
-            if target[..c].iter().any(|f| f.name == field.name) {
-                return Err(CodecError::DuplicateField {
-                    field: field.name.clone(),
-                });
-            }
+        let decode_rule = |slot: &WireSlot, field: &Field, encoded: bool| {
             let ty = &field.ty.data_type;
-            let Some(&w) = by_name.get(field.name.as_bytes()) else {
-                if !field.ty.nullable {
-                    return Err(CodecError::Unproducible {
-                        field: field.name.clone(),
-                    });
-                }
-                columns.push((ty.clone(), None));
-                continue;
-            };
-            let slot = &mut slots[w];
-            if slot.optional && !field.ty.nullable {
-                return Err(CodecError::Unproducible {
-                    field: field.name.clone(),
-                });
-            }
-            let encoded = encodings.iter().any(|e| e.field.name == field.name);
-            slot.rule = rule::<F>(slot.ty, ty, encoded, field.ty.nullable).ok_or(
-                CodecError::Undecodable {
-                    field: field.name.clone(),
-                    wire_type: slot.ty.word(),
-                    target: ty.clone(),
-                },
-            )?;
-            slot.column = Some(c);
-            columns.push((ty.clone(), Some(w)));
-        }
+            rule::<F>(slot.ty, ty, encoded, field.ty.nullable).ok_or(CodecError::Undecodable {
+                field: field.name.clone(),
+                wire_type: slot.ty.word(),
+                target: ty.clone(),
+            })
+        };
+        let columns = resolve_columns(target, encodings, &mut slots, DocType::String, decode_rule)?;
         let required = (0..slots.len()).filter(|&w| !slots[w].optional).collect();
         Ok(DocumentPlan {
             schema: arrow_schema(target),

@@ -5,13 +5,13 @@
 //! Why it is correct: every record ends through [`DocumentRows::end_record`], which ends the
 //! row in every column (a null where no held field fed it), so the columns never disagree on
 //! length; a refused payload truncates every column back to the rows before it
-//! ([`DocumentRows::truncate`]). A record's fields are told apart by a stamp per record rather
+//! (`decoding::decode_atomically`). A record's fields are told apart by a stamp per record rather
 //! than by clearing a flag per field, and the stamps are reset when the counter wraps.
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-use super::document_plan::DocumentPlan;
+use super::document_plan::{DocumentPlan, WireSlot};
 use super::json::columns::{Column, ColumnSet};
 
 /// One document decoder's buffered rows; see the module docs.
@@ -42,9 +42,9 @@ impl DocumentRows {
         self.columns.column(c)
     }
 
-    /// Drops every row after the first `rows` (a refused payload's).
-    pub fn truncate(&mut self, rows: usize) {
-        self.columns.truncate(rows);
+    /// The column builders, for `decoding::decode_atomically` to cut a refused payload's rows.
+    pub fn column_set(&mut self) -> &mut ColumnSet {
+        &mut self.columns
     }
 
     /// Starts a record: no wire field is held yet.
@@ -61,6 +61,18 @@ impl DocumentRows {
         let first = self.seen[w] != self.stamp;
         self.seen[w] = self.stamp;
         first
+    }
+
+    /// Takes a `null` of wire field `slot`: a null row in the column it feeds, if any. `false`,
+    /// taking nothing, when the field is required.
+    pub fn push_null(&mut self, slot: &WireSlot) -> bool {
+        if !slot.optional {
+            return false;
+        }
+        if let Some(c) = slot.column {
+            self.columns.column(c).push_null();
+        }
+        true
     }
 
     /// Ends the record: the columns no held field fed get a null and the row counts. `Err`

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::AvroType;
 
-use crate::codec::json::columns::{Column, ColumnSet, Data, MAX_OFFSET};
+use crate::codec::decoding::{decode_atomically, push_end, push_float, push_integer, push_list};
+use crate::codec::json::columns::{Column, ColumnSet, Data};
 use crate::codec::json::datetime::parse_rfc3339;
-use crate::types::DataType as T;
 
 use super::container::{self, Codec};
 use super::error::{DecodeCause, DecodeError};
@@ -47,20 +47,11 @@ impl AvroDecoder {
     /// datums back to back. Atomic: on `Err` no row of this payload stays buffered. Returns
     /// the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.buffered.rows();
-        let mut record = 0u32;
-        match self.payload(payload, &mut record) {
-            Ok(()) => Ok(record),
-            Err((in_record, f)) => {
-                self.buffered.truncate(before);
-                Err(DecodeError {
-                    record: in_record.then_some(record),
-                    field: f.field,
-                    offset: f.offset,
-                    cause: f.cause,
-                })
-            }
-        }
+        decode_atomically(
+            self,
+            |d| &mut d.buffered,
+            |d, record| d.payload(payload, record),
+        )
     }
 
     /// Rows decoded since the last [`AvroDecoder::finish`].
@@ -194,7 +185,7 @@ fn field(r: &mut Reader<'_>, slot: &WireSlot, column: &mut Column) -> Result<(),
             let text = r.string()?;
             let nanos = parse_rfc3339(text).map_err(|e| fail(at, DecodeCause::Datetime(e)))?;
             let Data::Timestamp(values) = &mut column.data else {
-                return Err(fail(at, DecodeCause::Column("a datetime")));
+                return unfit(at, "a datetime");
             };
             values.push(nanos);
             column.valid.push(true);
@@ -207,7 +198,7 @@ fn field(r: &mut Reader<'_>, slot: &WireSlot, column: &mut Column) -> Result<(),
 /// Ends a row of a bytes column after appending `content`.
 fn push_bytes(column: &mut Column, content: &[u8], at: usize) -> Result<(), Fail> {
     let Data::Bytes { offsets, bytes, .. } = &mut column.data else {
-        return Err(fail(at, DecodeCause::Column("bytes or text")));
+        return unfit(at, "bytes or text");
     };
     bytes.extend_from_slice(content);
     end_bytes(offsets, bytes.len(), at)?;
@@ -216,63 +207,12 @@ fn push_bytes(column: &mut Column, content: &[u8], at: usize) -> Result<(), Fail
 }
 
 fn end_bytes(offsets: &mut Vec<i32>, end: usize, at: usize) -> Result<(), Fail> {
-    let end = i32::try_from(end).map_err(|_| fail(at, DecodeCause::BufferFull("string")))?;
-    offsets.push(end);
-    Ok(())
+    push_end(offsets, end, "string").map_err(|e| fail(at, e.into()))
 }
 
-/// Appends an integer to an integer column, range-checked.
-fn push_integer(column: &mut Column, value: i64, at: usize) -> Result<(), Fail> {
-    macro_rules! int {
-        ($v:expr, $t:ty, $name:expr) => {{
-            let n = <$t>::try_from(value).map_err(|_| {
-                fail(
-                    at,
-                    DecodeCause::OutOfRange {
-                        value: value.to_string(),
-                        target: $name,
-                    },
-                )
-            })?;
-            $v.push(n);
-        }};
-    }
-    match &mut column.data {
-        Data::U8(v) => int!(v, u8, T::U8),
-        Data::I8(v) => int!(v, i8, T::I8),
-        Data::U16(v) => int!(v, u16, T::U16),
-        Data::I16(v) => int!(v, i16, T::I16),
-        Data::U32(v) => int!(v, u32, T::U32),
-        Data::I32(v) => int!(v, i32, T::I32),
-        Data::U64(v) => int!(v, u64, T::U64),
-        Data::I64(v) => v.push(value),
-        _ => return Err(fail(at, DecodeCause::Column("an integer"))),
-    }
-    column.valid.push(true);
-    Ok(())
-}
-
-/// Appends a float to an F32 or F64 column; a finite value beyond F32 is refused.
-fn push_float(column: &mut Column, x: f64, at: usize) -> Result<(), Fail> {
-    match &mut column.data {
-        Data::F64(v) => v.push(x),
-        Data::F32(v) => {
-            let narrow = x as f32;
-            if x.is_finite() && !narrow.is_finite() {
-                return Err(fail(
-                    at,
-                    DecodeCause::OutOfRange {
-                        value: format!("{x:?}"),
-                        target: T::F32,
-                    },
-                ));
-            }
-            v.push(narrow);
-        }
-        _ => return Err(fail(at, DecodeCause::Column("a float"))),
-    }
-    column.valid.push(true);
-    Ok(())
+/// A value the column's type cannot hold (the plan never lets this happen): `what` names it.
+fn unfit(at: usize, what: &'static str) -> Result<(), Fail> {
+    Err(fail(at, DecodeCause::Column(what)))
 }
 
 /// Decodes a value of `ty` into one row of `column`, by the decode table.
@@ -286,7 +226,7 @@ fn value(r: &mut Reader<'_>, ty: &AvroType, column: &mut Column) -> Result<(), F
         AvroType::Boolean => {
             let b = r.boolean()?;
             let Data::Bool(v) = &mut column.data else {
-                return Err(fail(at, DecodeCause::Column("a boolean")));
+                return unfit(at, "a boolean");
             };
             v.push(b);
             column.valid.push(true);
@@ -294,19 +234,19 @@ fn value(r: &mut Reader<'_>, ty: &AvroType, column: &mut Column) -> Result<(), F
         }
         AvroType::Int => {
             let n = r.int()?;
-            push_integer(column, i64::from(n), at)
+            push_integer(column, at, i64::from(n)).unwrap_or_else(|| unfit(at, "an integer"))
         }
         AvroType::Long => {
             let n = r.long()?;
-            push_integer(column, n, at)
+            push_integer(column, at, n).unwrap_or_else(|| unfit(at, "an integer"))
         }
         AvroType::Float => {
             let x = r.float()?;
-            push_float(column, f64::from(x), at)
+            push_float(column, at, f64::from(x)).unwrap_or_else(|| unfit(at, "a float"))
         }
         AvroType::Double => {
             let x = r.double()?;
-            push_float(column, x, at)
+            push_float(column, at, x).unwrap_or_else(|| unfit(at, "a float"))
         }
         AvroType::Bytes => {
             let b = r.bytes()?;
@@ -326,41 +266,15 @@ fn value(r: &mut Reader<'_>, ty: &AvroType, column: &mut Column) -> Result<(), F
         }
         AvroType::Record(_) | AvroType::Map(_) => {
             let Data::Bytes { offsets, bytes, .. } = &mut column.data else {
-                return Err(fail(at, DecodeCause::Column("JSON text")));
+                return unfit(at, "JSON text");
             };
             r.json_into(ty, false, bytes)?;
             end_bytes(offsets, bytes.len(), at)?;
             column.valid.push(true);
             Ok(())
         }
-        AvroType::Array(item) => {
-            match &mut column.data {
-                Data::List { offsets, child } => {
-                    elements(r, item, child, usize::MAX)?;
-                    let end = child.len();
-                    if end > MAX_OFFSET {
-                        return Err(fail(at, DecodeCause::BufferFull("list")));
-                    }
-                    offsets.push(i32::try_from(end).unwrap_or(i32::MAX));
-                }
-                Data::Fixed { size, child } => {
-                    let size = *size;
-                    let count = elements(r, item, child, size)?;
-                    if count != size {
-                        return Err(fail(
-                            at,
-                            DecodeCause::ArrayLength {
-                                expected: size,
-                                found: count,
-                            },
-                        ));
-                    }
-                }
-                _ => return Err(fail(at, DecodeCause::Column("an array"))),
-            }
-            column.valid.push(true);
-            Ok(())
-        }
+        AvroType::Array(item) => push_list(column, at, |child, max| elements(r, item, child, max))
+            .unwrap_or_else(|| unfit(at, "an array")),
     }
 }
 

@@ -7,8 +7,8 @@
 //! start in the payload, since the decoded bytes are not the payload's. It is built only on
 //! the error path, so its `String`s cost nothing while decoding succeeds.
 
-use std::fmt;
-
+use crate::codec::decoding::from_column_error;
+use crate::codec::wire_plan::from_plan_refusal;
 use crate::types::DataType;
 
 use super::{MAX_AVRO_BLOCK_BYTES, MAX_RECORDS_PER_PAYLOAD};
@@ -44,33 +44,10 @@ pub enum CodecError {
     BadEncoding { field: String },
 }
 
-/// Where a [`DecodeError`] happened and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", Where(self))]
-pub struct DecodeError {
-    /// The record's 0-based index within the payload; `None` outside any record.
-    pub record: Option<u32>,
-    /// The wire field being decoded, when inside one.
-    pub field: Option<String>,
-    /// The byte offset into the payload.
-    pub offset: usize,
-    pub cause: DecodeCause,
-}
+from_plan_refusal!(CodecError);
 
-struct Where<'a>(&'a DecodeError);
-
-impl fmt::Display for Where<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let e = self.0;
-        match (e.record, &e.field) {
-            (Some(record), Some(field)) => write!(f, "record {record}, field '{field}' ")?,
-            (Some(record), None) => write!(f, "record {record} ")?,
-            (None, Some(field)) => write!(f, "field '{field}' ")?,
-            (None, None) => {}
-        }
-        write!(f, "at byte {}: {}", e.offset, e.cause)
-    }
-}
+/// Where a payload was refused and why.
+pub type DecodeError = crate::codec::decoding::DecodeError<DecodeCause>;
 
 /// What is wrong with a payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,6 +101,8 @@ pub enum DecodeCause {
     #[error("the column's type cannot hold {0}")]
     Column(&'static str),
 }
+
+from_column_error!(DecodeCause);
 
 /// Why [`super::encode_avro_datum`] cannot write a row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

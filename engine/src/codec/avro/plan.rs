@@ -12,6 +12,7 @@ use nervix_nspl::ast::catalog::{
     AvroType, CodecSource, CreateCodec, CreateWireSchema, WireDefinition, WireField, WireFormat,
 };
 
+use crate::codec::wire_plan::{self, check_wire_schema, resolve_columns};
 use crate::runtime::plan::arrow_schema;
 use crate::types::DataType;
 use crate::validate::route::Field;
@@ -29,17 +30,9 @@ pub(crate) enum Rule {
     Value,
 }
 
-/// One declared wire field, in datum order.
-#[derive(Debug, Clone)]
-pub(crate) struct WireSlot {
-    pub name: String,
-    pub ty: AvroType,
-    /// Encoded as the union `["null", T]`.
-    pub optional: bool,
-    pub rule: Rule,
-    /// The schema column it feeds.
-    pub column: Option<usize>,
-}
+/// One declared wire field, in datum order; an OPTIONAL one is encoded as the union
+/// `["null", T]`.
+pub(crate) type WireSlot = wire_plan::WireSlot<AvroType, Rule>;
 
 /// An immutable WIRE AVRO decoding and encoding plan.
 #[derive(Debug)]
@@ -71,13 +64,7 @@ impl AvroCodecPlan {
                 codec: codec.name.name.clone(),
             });
         };
-        if wire_schema.name != wire.name.name {
-            return Err(CodecError::WrongWireSchema {
-                codec: codec.name.name.clone(),
-                expected: wire_schema.name.clone(),
-                given: wire.name.name.clone(),
-            });
-        }
+        check_wire_schema(codec, wire_schema, wire)?;
         let WireDefinition::Avro { fields } = &wire.definition else {
             return Err(CodecError::WireNotAvro {
                 wire: wire.name.name.clone(),
@@ -96,67 +83,30 @@ impl AvroCodecPlan {
                     field: f.name.clone(),
                 });
             }
-            slots.push(WireSlot {
-                name: f.name.clone(),
-                ty: f.ty.clone(),
-                optional: f.optional,
-                rule: Rule::Skip,
-                column: None,
-            });
+            slots.push(WireSlot::declared(f, Rule::Skip));
         }
-        for encoding in encodings {
-            let name = &encoding.field.name;
-            let fed_datetime = target
-                .iter()
-                .any(|f| f.name == *name && f.ty.data_type == DataType::Datetime)
-                && slots
-                    .iter()
-                    .any(|s| s.name == *name && s.ty == AvroType::String);
-            if !fed_datetime {
-                return Err(CodecError::BadEncoding {
-                    field: name.clone(),
-                });
-            }
-        }
-        let mut columns = Vec::with_capacity(target.len());
-        for (c, field) in target.iter().enumerate() {
-            if target[..c].iter().any(|f| f.name == field.name) {
-                return Err(CodecError::DuplicateField {
-                    field: field.name.clone(),
-                });
-            }
+        let decode_rule = |slot: &WireSlot, field: &Field, encoded: bool| {
             let ty = &field.ty.data_type;
-            let Some(w) = slots.iter().position(|s| s.name == field.name) else {
-                if !field.ty.nullable {
-                    return Err(CodecError::Unproducible {
-                        field: field.name.clone(),
-                    });
-                }
-                columns.push((ty.clone(), None));
-                continue;
-            };
-            let slot = &mut slots[w];
             let always_null = slot.ty == AvroType::Null;
-            if (slot.optional || always_null) && !field.ty.nullable {
+            if always_null && !field.ty.nullable {
                 return Err(CodecError::Unproducible {
                     field: field.name.clone(),
                 });
             }
-            let encoded = encodings.iter().any(|e| e.field.name == field.name);
-            slot.rule = if *ty == DataType::Datetime && slot.ty == AvroType::String && encoded {
-                Rule::Rfc3339
+            if *ty == DataType::Datetime && slot.ty == AvroType::String && encoded {
+                Ok(Rule::Rfc3339)
             } else if always_null || decodes(&slot.ty, ty) {
-                Rule::Value
+                Ok(Rule::Value)
             } else {
-                return Err(CodecError::Undecodable {
+                Err(CodecError::Undecodable {
                     field: field.name.clone(),
                     wire_type: avro_name(&slot.ty),
                     target: ty.clone(),
-                });
-            };
-            slot.column = Some(c);
-            columns.push((ty.clone(), Some(w)));
-        }
+                })
+            }
+        };
+        let columns =
+            resolve_columns(target, encodings, &mut slots, AvroType::String, decode_rule)?;
         Ok(AvroCodecPlan {
             schema: arrow_schema(target),
             name: wire.name.name.clone(),

@@ -20,21 +20,10 @@ use super::error::DecodeCause;
 /// The longest varint a `long` takes: ⌈64 / 7⌉ bytes.
 pub(crate) const MAX_VARINT_BYTES: usize = 10;
 
-/// A failure at a byte offset, before its record and field are attached.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    pub offset: usize,
-    pub field: Option<String>,
-    pub cause: DecodeCause,
-}
+pub(crate) use crate::codec::decoding::fail;
 
-pub(crate) fn fail(offset: usize, cause: DecodeCause) -> Fail {
-    Fail {
-        offset,
-        field: None,
-        cause,
-    }
-}
+/// A failure at a byte offset, before its record and field are attached.
+pub(crate) type Fail = crate::codec::decoding::Fail<DecodeCause>;
 
 pub(crate) struct Reader<'a> {
     pub bytes: &'a [u8],

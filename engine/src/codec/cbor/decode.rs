@@ -8,19 +8,18 @@
 
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::{DocType, WireMode};
 
-use crate::codec::json::columns::{Column, Data, MAX_OFFSET};
+use crate::codec::decoding::{decode_atomically, push_end, push_float, push_integer, push_list};
+use crate::codec::json::columns::{Column, Data};
 use crate::codec::json::datetime::parse_rfc3339;
-use crate::types::DataType as T;
 
 use super::error::{DecodeCause, DecodeError};
 use super::reader::{fail, Fail, Head, Reader};
 use super::CborCodecPlan;
 use super::MAX_RECORDS_PER_PAYLOAD;
-use crate::codec::document_plan::Rule;
-use crate::codec::document_rows::DocumentRows;
+use crate::codec::document_decoder::DocumentDecoder;
+use crate::codec::document_plan::{Cbor, Rule};
 
 /// Nanoseconds per second, for tag 1 (epoch seconds).
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -35,50 +34,18 @@ fn mismatch(at: usize, expected: &'static str, found: Head) -> Fail {
     )
 }
 
-/// One decoder per shard per ingestor: owns the reusable builders.
-#[derive(Debug)]
-pub struct CborDecoder {
-    plan: Arc<CborCodecPlan>,
-    buffered: DocumentRows,
-    scratch: Vec<u8>,
-}
+/// A WIRE CBOR codec's decoder, one per shard per ingestor.
+pub type CborDecoder = DocumentDecoder<Cbor>;
 
 impl CborDecoder {
-    pub fn new(plan: Arc<CborCodecPlan>) -> CborDecoder {
-        CborDecoder {
-            buffered: DocumentRows::new(&plan),
-            plan,
-            scratch: Vec::new(),
-        }
-    }
-
     /// Decodes one payload: one map, an array of maps, or a CBOR sequence of maps. Atomic: on
     /// `Err` no row of this payload stays buffered. Returns the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.buffered.rows();
-        let mut record = 0u32;
-        match self.records(payload, &mut record) {
-            Ok(()) => Ok(record),
-            Err((in_record, f)) => {
-                self.buffered.truncate(before);
-                Err(DecodeError {
-                    record: in_record.then_some(record),
-                    field: f.field,
-                    offset: f.offset,
-                    cause: f.cause,
-                })
-            }
-        }
-    }
-
-    /// Rows decoded since the last [`CborDecoder::finish`].
-    pub fn buffered_rows(&self) -> usize {
-        self.buffered.rows()
-    }
-
-    /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
-    pub fn finish(&mut self) -> RecordBatch {
-        self.buffered.finish(self.plan.schema())
+        decode_atomically(
+            self,
+            |d| d.buffered.column_set(),
+            |d, record| d.records(payload, record),
+        )
     }
 
     /// Walks the payload's records; on error says whether it happened inside record `record`.
@@ -193,11 +160,8 @@ impl CborDecoder {
         let head = r.peek()?;
         if head == Head::Null {
             r.head()?;
-            if !slot.optional {
+            if !self.buffered.push_null(slot) {
                 return Err(fail(at, DecodeCause::Null));
-            }
-            if let Some(c) = slot.column {
-                self.buffered.column(c).push_null();
             }
             return Ok(());
         }
@@ -323,9 +287,7 @@ fn end_bytes(column: &mut Column, at: usize) -> Result<(), Fail> {
     let Data::Bytes { offsets, bytes, .. } = &mut column.data else {
         return Err(not_text(at));
     };
-    let end =
-        i32::try_from(bytes.len()).map_err(|_| fail(at, DecodeCause::BufferFull("string")))?;
-    offsets.push(end);
+    push_end(offsets, bytes.len(), "string").map_err(|e| fail(at, e.into()))?;
     column.valid.push(true);
     Ok(())
 }
@@ -340,13 +302,7 @@ fn push_string(
     at: usize,
 ) -> Result<(), Fail> {
     let Data::Bytes { utf8, bytes, .. } = &mut column.data else {
-        return Err(fail(
-            at,
-            DecodeCause::Mismatch {
-                expected: "a value of the column's type",
-                found: "string",
-            },
-        ));
+        return Err(not_text(at));
     };
     let start = bytes.len();
     r.string_into(text, len, at, bytes)?;
@@ -380,53 +336,19 @@ fn typed(
     if let Head::Tag(t) = head {
         return Err(fail(at, DecodeCause::Tag(t)));
     }
-    macro_rules! int {
-        ($v:expr, $t:ty, $name:expr) => {{
-            let value = match r.head()? {
-                Head::Uint(n) => i128::from(n),
-                Head::Nint(n) => -1 - i128::from(n),
-                found => return Err(mismatch(at, "integer", found)),
-            };
-            let n = <$t>::try_from(value).map_err(|_| {
-                fail(
-                    at,
-                    DecodeCause::OutOfRange {
-                        value: value.to_string(),
-                        target: $name,
-                    },
-                )
-            })?;
-            $v.push(n);
-        }};
-    }
-    match &mut column.data {
-        Data::U8(v) => int!(v, u8, T::U8),
-        Data::I8(v) => int!(v, i8, T::I8),
-        Data::U16(v) => int!(v, u16, T::U16),
-        Data::I16(v) => int!(v, i16, T::I16),
-        Data::U32(v) => int!(v, u32, T::U32),
-        Data::I32(v) => int!(v, i32, T::I32),
-        Data::U64(v) => int!(v, u64, T::U64),
-        Data::I64(v) => int!(v, i64, T::I64),
-        Data::F32(v) => {
+    let pushed = match &mut column.data {
+        Data::F32(_) | Data::F64(_) => {
             let x = number(r, at)?;
-            let narrow = x as f32;
-            if x.is_finite() && !narrow.is_finite() {
-                return Err(fail(
-                    at,
-                    DecodeCause::OutOfRange {
-                        value: format!("{x:?}"),
-                        target: T::F32,
-                    },
-                ));
-            }
-            v.push(narrow);
+            push_float(column, at, x)
         }
-        Data::F64(v) => v.push(number(r, at)?),
-        Data::Bool(v) => match r.head()? {
-            Head::Bool(b) => v.push(b),
-            found => return Err(mismatch(at, "boolean", found)),
-        },
+        Data::Bool(v) => {
+            match r.head()? {
+                Head::Bool(b) => v.push(b),
+                found => return Err(mismatch(at, "boolean", found)),
+            }
+            column.valid.push(true);
+            return Ok(());
+        }
         Data::Bytes { utf8, .. } => {
             let utf8 = *utf8;
             r.head()?;
@@ -440,31 +362,21 @@ fn typed(
                 _ => Err(mismatch(at, "string", head)),
             };
         }
-        Data::Timestamp(_) => return Err(mismatch(at, "nothing CBOR can hold", head)),
-        Data::List { offsets, child } => {
-            let count = elements(r, child, depth, wire, usize::MAX)?;
-            let end = child.len();
-            if end > MAX_OFFSET || count > MAX_OFFSET {
-                return Err(fail(at, DecodeCause::BufferFull("list")));
-            }
-            offsets.push(i32::try_from(end).unwrap_or(i32::MAX));
+        Data::Timestamp(_) => None,
+        Data::List { .. } | Data::Fixed { .. } => push_list(column, at, |child, max| {
+            elements(r, child, depth, wire, max)
+        }),
+        // Every other column holds integers.
+        _ => {
+            let value = match r.head()? {
+                Head::Uint(n) => i128::from(n),
+                Head::Nint(n) => -1 - i128::from(n),
+                found => return Err(mismatch(at, "integer", found)),
+            };
+            push_integer(column, at, value)
         }
-        Data::Fixed { size, child } => {
-            let size = *size;
-            let count = elements(r, child, depth, wire, size)?;
-            if count != size {
-                return Err(fail(
-                    at,
-                    DecodeCause::ArrayLength {
-                        expected: size,
-                        found: count,
-                    },
-                ));
-            }
-        }
-    }
-    column.valid.push(true);
-    Ok(())
+    };
+    pushed.unwrap_or_else(|| Err(mismatch(at, "nothing CBOR can hold", head)))
 }
 
 /// An integer or float at the cursor, as `f64`.

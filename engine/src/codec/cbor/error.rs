@@ -5,39 +5,13 @@
 //! field (the wire key), the byte offset into the payload and the [`DecodeCause`]. It is built
 //! only on the error path, so its `String`s cost nothing while decoding succeeds.
 
-use std::fmt;
-
+use crate::codec::decoding::from_column_error;
 use crate::types::DataType;
 
 use super::{MAX_CBOR_DEPTH, MAX_RECORDS_PER_PAYLOAD};
 
-/// Where a [`DecodeError`] happened and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", Where(self))]
-pub struct DecodeError {
-    /// The record's 0-based index within the payload; `None` outside any record.
-    pub record: Option<u32>,
-    /// The wire key being decoded, when inside one.
-    pub field: Option<String>,
-    /// The byte offset into the payload.
-    pub offset: usize,
-    pub cause: DecodeCause,
-}
-
-struct Where<'a>(&'a DecodeError);
-
-impl fmt::Display for Where<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let e = self.0;
-        match (e.record, &e.field) {
-            (Some(record), Some(field)) => write!(f, "record {record}, field '{field}' ")?,
-            (Some(record), None) => write!(f, "record {record} ")?,
-            (None, Some(field)) => write!(f, "field '{field}' ")?,
-            (None, None) => {}
-        }
-        write!(f, "at byte {}: {}", e.offset, e.cause)
-    }
-}
+/// Where a payload was refused and why.
+pub type DecodeError = crate::codec::decoding::DecodeError<DecodeCause>;
 
 /// What is wrong with a payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,3 +56,5 @@ pub enum DecodeCause {
     #[error("the decoder's buffered {0} bytes are full; finish the batch first")]
     BufferFull(&'static str),
 }
+
+from_column_error!(DecodeCause);

@@ -15,21 +15,10 @@ use crate::codec::json::encode::write_string;
 use super::error::DecodeCause;
 use super::MAX_CBOR_DEPTH;
 
-/// A failure at a byte offset, before its record and field are attached.
-#[derive(Debug)]
-pub(crate) struct Fail {
-    pub offset: usize,
-    pub field: Option<String>,
-    pub cause: DecodeCause,
-}
+pub(crate) use crate::codec::decoding::fail;
 
-pub(crate) fn fail(offset: usize, cause: DecodeCause) -> Fail {
-    Fail {
-        offset,
-        field: None,
-        cause,
-    }
-}
+/// A failure at a byte offset, before its record and field are attached.
+pub(crate) type Fail = crate::codec::decoding::Fail<DecodeCause>;
 
 /// One item's initial byte and argument.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,42 +11,30 @@
 //! duplicate keys by a per-field record stamp, escaped keys are decoded into one reused scratch
 //! buffer and strings straight into their column's bytes.
 
+use std::fmt;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use nervix_nspl::ast::catalog::{DocType, WireMode};
 
-use super::columns::{Column, Data, MAX_OFFSET};
+use super::columns::{Column, Data};
 use super::datetime::parse_rfc3339;
-use super::error::{line_col, DecodeCause, DecodeError, ScanError, SyntaxError};
+use super::error::{DecodeCause, DecodeError, ScanError, SyntaxError};
 use super::scanner::{kind_of, unescape_into, Scanner};
 use super::JsonCodecPlan;
 use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
-use crate::codec::document_plan::Rule;
-use crate::codec::document_rows::DocumentRows;
+use crate::codec::decoding::{
+    self, decode_atomically, fail, push_end, push_integer, push_list, DecodedInteger,
+};
+use crate::codec::document_decoder::DocumentDecoder;
+use crate::codec::document_plan::{Json, Rule};
+use crate::types::DataType as T;
 
 /// A decoding failure before its record and position are attached.
-struct Fail {
-    offset: usize,
-    field: Option<String>,
-    cause: DecodeCause,
-}
+type Fail = decoding::Fail<DecodeCause>;
 
 impl From<ScanError> for Fail {
     fn from(e: ScanError) -> Fail {
-        Fail {
-            offset: e.offset,
-            field: None,
-            cause: DecodeCause::Syntax(e.error),
-        }
-    }
-}
-
-fn fail(offset: usize, cause: DecodeCause) -> Fail {
-    Fail {
-        offset,
-        field: None,
-        cause,
+        fail(e.offset, DecodeCause::Syntax(e.error))
     }
 }
 
@@ -66,54 +54,20 @@ fn mismatch(offset: usize, expected: &'static str, found: Option<u8>) -> Fail {
     fail(offset, cause)
 }
 
-/// One decoder per shard per ingestor: owns the reusable builders.
-#[derive(Debug)]
-pub struct JsonDecoder {
-    plan: Arc<JsonCodecPlan>,
-    buffered: DocumentRows,
-    scratch: Vec<u8>,
-}
+/// A WIRE JSON codec's decoder, one per shard per ingestor.
+pub type JsonDecoder = DocumentDecoder<Json>;
 
 impl JsonDecoder {
-    pub fn new(plan: Arc<JsonCodecPlan>) -> JsonDecoder {
-        JsonDecoder {
-            buffered: DocumentRows::new(&plan),
-            plan,
-            scratch: Vec::new(),
-        }
-    }
-
     /// Decodes one payload: one object, a JSON array of objects, or NDJSON (objects separated
     /// by newlines / whitespace). Atomic: on `Err` no row of this payload stays buffered.
     /// Returns the rows it added.
     pub fn decode_payload(&mut self, payload: &[u8]) -> Result<u32, DecodeError> {
-        let before = self.buffered.rows();
-        let mut record = 0u32;
-        match self.records(payload, &mut record) {
-            Ok(()) => Ok(record),
-            Err((in_record, f)) => {
-                self.buffered.truncate(before);
-                let (line, column) = line_col(payload, f.offset);
-                Err(DecodeError {
-                    record: in_record.then_some(record),
-                    field: f.field,
-                    offset: f.offset,
-                    line,
-                    column,
-                    cause: f.cause,
-                })
-            }
-        }
-    }
-
-    /// Rows decoded since the last [`JsonDecoder::finish`].
-    pub fn buffered_rows(&self) -> usize {
-        self.buffered.rows()
-    }
-
-    /// The buffered rows as one `RecordBatch` in `plan.schema()`; the builders are reused.
-    pub fn finish(&mut self) -> RecordBatch {
-        self.buffered.finish(self.plan.schema())
+        decode_atomically(
+            self,
+            |d| d.buffered.column_set(),
+            |d, record| d.records(payload, record),
+        )
+        .map_err(|placed| DecodeError::located(payload, placed))
     }
 
     /// Walks the payload's records; on error says whether it happened inside record `record`.
@@ -275,11 +229,8 @@ impl JsonDecoder {
         let at = s.pos;
         if s.peek() == Some(b'n') {
             s.literal(b"null")?;
-            if !slot.optional {
+            if !self.buffered.push_null(slot) {
                 return Err(fail(at, DecodeCause::Null));
-            }
-            if let Some(c) = slot.column {
-                self.buffered.column(c).push_null();
             }
             return Ok(());
         }
@@ -365,9 +316,7 @@ fn push_bytes(column: &mut Column, raw: &[u8], escaped: bool, at: usize) -> Resu
     } else {
         bytes.extend_from_slice(raw);
     }
-    let end =
-        i32::try_from(bytes.len()).map_err(|_| fail(at, DecodeCause::BufferFull("string")))?;
-    offsets.push(end);
+    push_end(offsets, bytes.len(), "string").map_err(|e| fail(at, e.into()))?;
     column.valid.push(true);
     Ok(())
 }
@@ -383,31 +332,8 @@ fn typed(
 ) -> Result<(), Fail> {
     let at = s.pos;
     let found = s.peek();
-    macro_rules! int {
-        ($v:expr, $t:ty, $name:expr) => {{
-            let value = integer(s, at, &$name)?;
-            let n = <$t>::try_from(value).map_err(|_| {
-                fail(
-                    at,
-                    DecodeCause::OutOfRange {
-                        value: value.to_string(),
-                        target: $name,
-                    },
-                )
-            })?;
-            $v.push(n);
-        }};
-    }
-    use crate::types::DataType as T;
+    let unfit = || Err(mismatch(at, "nothing JSON can hold", found));
     match &mut column.data {
-        Data::U8(v) => int!(v, u8, T::U8),
-        Data::I8(v) => int!(v, i8, T::I8),
-        Data::U16(v) => int!(v, u16, T::U16),
-        Data::I16(v) => int!(v, i16, T::I16),
-        Data::U32(v) => int!(v, u32, T::U32),
-        Data::I32(v) => int!(v, i32, T::I32),
-        Data::U64(v) => int!(v, u64, T::U64),
-        Data::I64(v) => int!(v, i64, T::I64),
         Data::F32(v) => {
             let text = number(s, at)?;
             match text.parse::<f32>() {
@@ -446,29 +372,17 @@ fn typed(
                 _ => Err(mismatch(at, "string", found)),
             };
         }
-        Data::Bytes { utf8: false, .. } | Data::Timestamp(_) => {
-            return Err(mismatch(at, "nothing JSON can hold", found))
+        Data::Bytes { utf8: false, .. } | Data::Timestamp(_) => return unfit(),
+        Data::List { .. } | Data::Fixed { .. } => {
+            return push_list(column, at, |child, max| {
+                elements(s, child, depth, wire, max)
+            })
+            .unwrap_or_else(unfit);
         }
-        Data::List { offsets, child } => {
-            let count = elements(s, child, depth, wire, usize::MAX)?;
-            let end = child.len();
-            if end > MAX_OFFSET || count > MAX_OFFSET {
-                return Err(fail(at, DecodeCause::BufferFull("list")));
-            }
-            offsets.push(i32::try_from(end).unwrap_or(i32::MAX));
-        }
-        Data::Fixed { size, child } => {
-            let size = *size;
-            let count = elements(s, child, depth, wire, size)?;
-            if count != size {
-                return Err(fail(
-                    at,
-                    DecodeCause::ArrayLength {
-                        expected: size,
-                        found: count,
-                    },
-                ));
-            }
+        // Every other column holds integers.
+        _ => {
+            let integer = integer(s, at)?;
+            return push_integer(column, at, integer).unwrap_or_else(unfit);
         }
     }
     column.valid.push(true);
@@ -523,9 +437,29 @@ fn elements(
     }
 }
 
-/// The integer at the cursor (a JSON number without fraction or exponent), as an `i128` so
-/// every target range check is one `try_from`; magnitudes beyond `u64` fit no target.
-fn integer(s: &mut Scanner<'_>, at: usize, target: &crate::types::DataType) -> Result<i128, Fail> {
+/// An integer as JSON writes it: a number without fraction or exponent, shown as written.
+#[derive(Clone, Copy)]
+struct JsonInteger<'a> {
+    text: &'a [u8],
+    /// `None` for a magnitude beyond `u64`, which fits no integer column.
+    value: Option<i128>,
+}
+
+impl fmt::Display for JsonInteger<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.text))
+    }
+}
+
+impl DecodedInteger for JsonInteger<'_> {
+    fn value(self) -> Option<i128> {
+        self.value
+    }
+}
+
+/// The integer at the cursor, its value as an `i128` so every target range check is one
+/// `try_from`.
+fn integer<'a>(s: &mut Scanner<'a>, at: usize) -> Result<JsonInteger<'a>, Fail> {
     let found = s.peek();
     if !matches!(found, Some(b'-' | b'0'..=b'9')) {
         return Err(mismatch(at, "integer", found));
@@ -545,14 +479,14 @@ fn integer(s: &mut Scanner<'_>, at: usize, target: &crate::types::DataType) -> R
             .and_then(|m| m.checked_add(u64::from(d - b'0')))
         {
             Some(m) => m,
-            None => {
-                let text = String::from_utf8_lossy(text);
-                return Err(out_of_range(at, &text, target.clone()));
-            }
+            None => return Ok(JsonInteger { text, value: None }),
         };
     }
     let value = i128::from(magnitude);
-    Ok(if negative { -value } else { value })
+    Ok(JsonInteger {
+        text,
+        value: Some(if negative { -value } else { value }),
+    })
 }
 
 /// The number at the cursor, as text for `parse`.
@@ -566,7 +500,7 @@ fn number<'a>(s: &mut Scanner<'a>, at: usize) -> Result<&'a str, Fail> {
     std::str::from_utf8(text).map_err(|_| fail(at, DecodeCause::Syntax(SyntaxError::Number)))
 }
 
-fn out_of_range(at: usize, text: &str, target: crate::types::DataType) -> Fail {
+fn out_of_range(at: usize, text: &str, target: T) -> Fail {
     fail(
         at,
         DecodeCause::OutOfRange {

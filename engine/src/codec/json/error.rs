@@ -8,13 +8,14 @@
 
 use std::fmt;
 
+use crate::codec::decoding::{self, from_column_error, Place};
 use crate::types::DataType;
 
 use super::{MAX_JSON_DEPTH, MAX_RECORDS_PER_PAYLOAD};
 
 /// Where a [`DecodeError`] happened and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", Where(self))]
+#[error("{}at byte {offset} (line {line}, column {column}): {cause}", Place(.record, .field))]
 pub struct DecodeError {
     /// The record's 0-based index within the payload; `None` outside any record.
     pub record: Option<u32>,
@@ -27,25 +28,6 @@ pub struct DecodeError {
     /// 1-based column (in bytes) of `offset`.
     pub column: u32,
     pub cause: DecodeCause,
-}
-
-struct Where<'a>(&'a DecodeError);
-
-impl fmt::Display for Where<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let e = self.0;
-        match (e.record, &e.field) {
-            (Some(record), Some(field)) => write!(f, "record {record}, field '{field}' ")?,
-            (Some(record), None) => write!(f, "record {record} ")?,
-            (None, Some(field)) => write!(f, "field '{field}' ")?,
-            (None, None) => {}
-        }
-        write!(
-            f,
-            "at byte {} (line {}, column {}): {}",
-            e.offset, e.line, e.column, e.cause
-        )
-    }
 }
 
 /// What is wrong with a payload.
@@ -79,6 +61,8 @@ pub enum DecodeCause {
     #[error("the decoder's buffered {0} bytes are full; finish the batch first")]
     BufferFull(&'static str),
 }
+
+from_column_error!(DecodeCause);
 
 /// A violation of RFC 8259.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -124,7 +108,7 @@ pub(crate) struct ScanError {
 }
 
 /// The 1-based line and column of `offset` in `bytes` (computed only for errors).
-pub(crate) fn line_col(bytes: &[u8], offset: usize) -> (u32, u32) {
+fn line_col(bytes: &[u8], offset: usize) -> (u32, u32) {
     let before = &bytes[..offset.min(bytes.len())];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
     let start = before
@@ -141,14 +125,30 @@ pub(crate) fn line_col(bytes: &[u8], offset: usize) -> (u32, u32) {
 impl DecodeError {
     /// An error at `offset` of `payload`, outside any record.
     pub(crate) fn at(payload: &[u8], offset: usize, cause: DecodeCause) -> DecodeError {
-        let (line, column) = line_col(payload, offset);
+        DecodeError::located(
+            payload,
+            decoding::DecodeError {
+                record: None,
+                field: None,
+                offset,
+                cause,
+            },
+        )
+    }
+
+    /// `placed`, with the line and column of its offset in `payload`.
+    pub(crate) fn located(
+        payload: &[u8],
+        placed: decoding::DecodeError<DecodeCause>,
+    ) -> DecodeError {
+        let (line, column) = line_col(payload, placed.offset);
         DecodeError {
-            record: None,
-            field: None,
-            offset,
+            record: placed.record,
+            field: placed.field,
+            offset: placed.offset,
             line,
             column,
-            cause,
+            cause: placed.cause,
         }
     }
 }
