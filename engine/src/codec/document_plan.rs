@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use nervix_nspl::ast::catalog::{
     CodecSource, CreateCodec, CreateWireSchema, DocType, WireDefinition, WireField, WireFormat,
@@ -203,7 +204,27 @@ impl<F: DocumentFormat> DocumentPlan<F> {
         }
         self.by_name.get(key).copied()
     }
+
+    /// The members an encoder writes for `batch` (in the plan's schema, columns found by
+    /// name): each wire field fed by a column and not skipped, in wire order.
+    pub(crate) fn members<'a>(&'a self, batch: &'a RecordBatch) -> Members<'a> {
+        self.wire
+            .iter()
+            .filter(|slot| slot.rule != Rule::Skip)
+            .filter_map(|slot| {
+                let name = self.schema.field(slot.column?).name();
+                Some((
+                    slot.name.as_str(),
+                    slot.rule,
+                    batch.column_by_name(name).map(|a| a.as_ref()),
+                ))
+            })
+            .collect()
+    }
 }
+
+/// A plan's written members over a batch: wire name, rule and the column feeding it.
+pub(crate) type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
 
 /// The mode and fields of `definition` when it is a wire schema of format `F`.
 fn document_fields<F: DocumentFormat>(

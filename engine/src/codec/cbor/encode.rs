@@ -23,33 +23,14 @@ use crate::codec::json::datetime::write_rfc3339;
 use crate::codec::rows::EncodedRows;
 
 use super::CborCodecPlan;
-use crate::codec::document_plan::Rule;
+use crate::codec::document_plan::{Members, Rule};
 
 const NULL: u8 = 0xF6;
-
-/// A plan's written members over `batch`: wire name, rule and the column feeding it.
-type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
-
-fn members<'a>(batch: &'a RecordBatch, plan: &'a CborCodecPlan) -> Members<'a> {
-    plan.wire
-        .iter()
-        .filter(|slot| slot.rule != Rule::Skip)
-        .filter_map(|slot| {
-            let c = slot.column?;
-            let name = plan.schema.field(c).name();
-            Some((
-                slot.name.as_str(),
-                slot.rule,
-                batch.column_by_name(name).map(|a| a.as_ref()),
-            ))
-        })
-        .collect()
-}
 
 /// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
 /// CBOR map.
 pub fn encode_cbor(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut Vec<u8>) {
-    let members = members(batch, plan);
+    let members = plan.members(batch);
     for row in 0..batch.num_rows() {
         write_row(&members, row, out);
     }
@@ -58,7 +39,7 @@ pub fn encode_cbor(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut Vec<u8>)
 /// Appends every row of `batch` to `out` as one CBOR map, recording each row's range: the
 /// per-message bodies of an emitter.
 pub fn encode_cbor_rows(batch: &RecordBatch, plan: &CborCodecPlan, out: &mut EncodedRows) {
-    let members = members(batch, plan);
+    let members = plan.members(batch);
     for row in 0..batch.num_rows() {
         out.push_row(|bytes| {
             write_row(&members, row, bytes);

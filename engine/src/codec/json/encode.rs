@@ -23,31 +23,12 @@ use arrow_schema::DataType as Arrow;
 use super::datetime::write_rfc3339;
 use super::scanner::validate_json_text;
 use super::JsonCodecPlan;
-use crate::codec::document_plan::Rule;
-
-/// A plan's written members over `batch`: wire name, rule and the column feeding it.
-pub(super) type Members<'a> = Vec<(&'a str, Rule, Option<&'a dyn Array>)>;
-
-pub(super) fn members<'a>(batch: &'a RecordBatch, plan: &'a JsonCodecPlan) -> Members<'a> {
-    plan.wire
-        .iter()
-        .filter(|slot| slot.rule != Rule::Skip)
-        .filter_map(|slot| {
-            let c = slot.column?;
-            let name = plan.schema.field(c).name();
-            Some((
-                slot.name.as_str(),
-                slot.rule,
-                batch.column_by_name(name).map(|a| a.as_ref()),
-            ))
-        })
-        .collect()
-}
+use crate::codec::document_plan::{Members, Rule};
 
 /// Appends every row of `batch` (in `plan.schema()`, columns found by name) to `out` as one
 /// JSON object and a newline.
 pub fn encode_ndjson(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut Vec<u8>) {
-    let members = members(batch, plan);
+    let members = plan.members(batch);
     for row in 0..batch.num_rows() {
         write_row(&members, row, out);
         out.push(b'\n');

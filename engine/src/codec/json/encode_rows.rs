@@ -27,7 +27,7 @@ use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_buffer::NullBuffer;
 use arrow_schema::DataType as Arrow;
 
-use super::encode::{members, write_member, write_string};
+use super::encode::{write_member, write_string};
 use super::JsonCodecPlan;
 use crate::codec::document_plan::Rule;
 use crate::codec::rows::EncodedRows;
@@ -357,7 +357,7 @@ fn needs_escape(text: &[u8]) -> bool {
 /// its lines.
 pub fn encode_json_rows(batch: &RecordBatch, plan: &JsonCodecPlan, out: &mut EncodedRows) {
     let rows = batch.num_rows();
-    let members = members(batch, plan);
+    let members = plan.members(batch);
     // What precedes each member's value: `"name":` after a comma (none before the first).
     let prefixes: Vec<Vec<u8>> = members
         .iter()
