@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use nervix_net::client::{ProducerOptions, Session};
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
+use support::dataplane::{
+    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -159,6 +161,90 @@ fn producer_to_junction_to_consumer_delivers_exactly_the_matching_rows_per_branc
             ),
             "{:?}",
             refused.err()
+        );
+    });
+    drop(node);
+}
+
+/// A consumer emitter whose FLUSH EACH gathers two whole client batches into one flush.
+const GATHERING_GRAPH: &str = "
+CREATE DOMAIN bulk;
+USE bulk;
+CREATE SCHEMA order_in (tenant STRING, item STRING, amount I64);
+CREATE RELAY orders SCHEMA order_in UNBRANCHED CAPACITY 8;
+CREATE CLIENT PRODUCER INGESTOR orders_in
+  FROM SCHEMA order_in
+    MODE ACK PARALLEL MAX 4 ACK TIMEOUT 30s RETRY POLICY BACKOFF 10ms MAX 100ms
+    ON QUIESCE SUSPEND
+  TO orders
+    INHERIT ALL
+    UNBRANCHED
+    FLUSH IMMEDIATE
+    ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+CREATE CLIENT CONSUMER EMITTER orders_out
+  FROM orders
+  TO SCHEMA order_in
+    MODE ACK PARALLEL MAX 8 ACK TIMEOUT 30s
+    RETRY POLICY BACKOFF 10ms MAX 100ms
+  FLUSH EACH 2s MAX BATCH SIZE 64MiB
+  ON MESSAGE ERROR LOG
+  ON GENERAL ERROR LOG;
+START;
+";
+
+#[test]
+fn a_flush_larger_than_one_delivery_reaches_the_consumer_in_bounded_deliveries() {
+    let dir = support::scratch_dir("dataplane-bounded-deliveries");
+    let node = Node::start(&dir);
+    let mut admin = node.admin();
+    define(&mut admin, GATHERING_GRAPH);
+    const BATCH_ROWS: i64 = 40_000;
+    runtime().block_on(async {
+        let session = Session::connect(node.session).await.expect("session");
+        let mut consumer = consumer(&session, "bulk", "orders_out", 4).await;
+        let mut producer =
+            producer(&session, "bulk", "orders_in", order_fields(), 4, 16 << 20).await;
+        // Two batches of 40,000 rows inside one 2 s flush: 80,000 rows, more than the 65,536
+        // one delivery may carry.
+        for batch in 0..2 {
+            let rows: Vec<(&str, &str, i64)> = (0..BATCH_ROWS)
+                .map(|i| ("t", "item", batch * BATCH_ROWS + i))
+                .collect();
+            producer.submit(&orders(&rows)).await.expect("submit");
+        }
+        let mut amounts = Vec::new();
+        let mut sizes = Vec::new();
+        while amounts.len() < 2 * BATCH_ROWS as usize {
+            let delivery = next_delivery(&mut consumer, 10).await;
+            sizes.push(delivery.batch.num_rows());
+            amounts.extend(rows_of(&delivery.batch).into_iter().map(|(_, _, a)| a));
+            consumer.ack(delivery.seq).await.expect("ack");
+        }
+        assert!(
+            sizes
+                .iter()
+                .all(|&n| n <= nervix_net::batch::MAX_BATCH_ROWS),
+            "{sizes:?}"
+        );
+        assert!(
+            sizes.contains(&nervix_net::batch::MAX_BATCH_ROWS),
+            "one flush held more rows than a delivery: {sizes:?}"
+        );
+        assert_eq!(
+            amounts,
+            (0..2 * BATCH_ROWS).collect::<Vec<_>>(),
+            "every row, in order"
+        );
+        // The split deliveries' acknowledgements complete both batches.
+        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
+            .await
+            .expect("outcomes in time")
+            .expect("drain");
+        assert_eq!(outcomes.len(), 2);
+        assert!(
+            outcomes.iter().all(|(_, o)| *o == Outcome::Completed),
+            "{outcomes:?}"
         );
     });
     drop(node);

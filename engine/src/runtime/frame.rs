@@ -34,6 +34,21 @@ impl Frame {
     pub fn num_rows(&self) -> usize {
         self.batch.num_rows()
     }
+
+    /// Its first `rows` rows and the rest (`rows` < its length), each with the branch, the
+    /// acknowledgement runs and the event times of its rows; the columns are sliced, not copied.
+    pub fn split_at(&self, rows: usize) -> (Frame, Frame) {
+        assert!(rows < self.num_rows(), "a split inside the frame");
+        let rest = self.num_rows() - rows;
+        let (head_acks, tail_acks) = split_runs(&self.acks, rows);
+        let part = |offset: usize, len: usize, acks: Vec<AckRun>| Frame {
+            batch: self.batch.slice(offset, len),
+            key: self.key.clone(),
+            acks,
+            times: self.times.as_ref().map(|t| t.slice(offset, len)),
+        };
+        (part(0, rows, head_acks), part(rows, rest, tail_acks))
+    }
 }
 
 /// For rows `input_rows` (ascending indices into a batch whose runs are `runs`), the runs of

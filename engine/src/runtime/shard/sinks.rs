@@ -5,7 +5,10 @@
 //! - A consumer has credit: at most that many deliveries unacknowledged. A delivery's rows
 //!   are acked when the consumer acks it and nacked when it nacks it; when the consumer goes
 //!   away, its unacknowledged deliveries go back to the front of the emitter's queue and are
-//!   delivered again (at least once).
+//!   delivered again (at least once). A delivery carries at most the session protocol's
+//!   65,536 rows (`MAX_BATCH_ROWS`) and fits one session frame, as consumers check: a larger
+//!   flush leaves as several consecutive deliveries, its acknowledgement runs split with its
+//!   rows.
 //! - A file sink writes each frame, then `fdatasync`s, on its own thread (file I/O must not
 //!   stall the shard), and only then acks the frame's rows. A failed write is logged with the
 //!   path and the cause and tried again on the emitter's RETRY POLICY (BACKOFF doubling up to
@@ -18,6 +21,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
+use nervix_net::batch::MAX_BATCH_ROWS;
+use nervix_net::session::frame::MAX_FRAME_IPC_BYTES;
 use nervix_net::session::frame::{ConsumerEndReason, ConsumerRefusal, Frame as SessionFrame};
 use nervix_nspl::ast::emitter::FileFormat;
 
@@ -295,9 +300,18 @@ impl ShardState {
                                 if consumer.in_flight.len() as u32 >= consumer.credit {
                                     continue;
                                 }
-                                let Some(frame) = queue.ready.pop_front() else {
+                                let Some(mut frame) = queue.ready.pop_front() else {
                                     break 'frames;
                                 };
+                                // A flush can gather more than one delivery may carry
+                                // (the session protocol's batch bounds): the rest waits at
+                                // the front for the next delivery.
+                                let rows = delivery_rows(&frame.batch);
+                                if frame.num_rows() > rows {
+                                    let (head, rest) = frame.split_at(rows);
+                                    queue.ready.push_front(rest);
+                                    frame = head;
+                                }
                                 let seq = consumer.next_seq;
                                 consumer.next_seq += 1;
                                 if let Err(error) =
@@ -399,5 +413,62 @@ impl ShardState {
             self.resolve_frame(&frame, true);
         }
         self.step();
+    }
+}
+
+/// Arrow bytes one delivery aims to stay under: half of what a session frame's IPC holds,
+/// leaving the IPC stream's framing and padding far inside the bound.
+const MAX_DELIVERY_ARROW_BYTES: usize = MAX_FRAME_IPC_BYTES / 2;
+
+/// How many leading rows of `batch` one consumer delivery carries: at most the protocol's
+/// [`MAX_BATCH_ROWS`], and, for rows whose Arrow bytes would overrun a session frame, that
+/// share of them (at least one row; a single row larger than a frame is refused by the
+/// consumer as too large, as any oversized batch is).
+fn delivery_rows(batch: &RecordBatch) -> usize {
+    let rows = batch.num_rows().min(MAX_BATCH_ROWS);
+    let bytes: usize = batch
+        .columns()
+        .iter()
+        .map(|column| {
+            column
+                .to_data()
+                .get_slice_memory_size()
+                .unwrap_or(usize::MAX)
+        })
+        .fold(0, usize::saturating_add);
+    if bytes <= MAX_DELIVERY_ARROW_BYTES {
+        return rows;
+    }
+    let fitting =
+        (batch.num_rows() as u128 * MAX_DELIVERY_ARROW_BYTES as u128 / bytes as u128) as usize;
+    fitting.clamp(1, rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+
+    use super::{delivery_rows, MAX_BATCH_ROWS, MAX_DELIVERY_ARROW_BYTES};
+
+    #[test]
+    fn a_delivery_holds_at_most_the_protocols_rows_and_what_a_frame_holds() {
+        let small = RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(Int64Array::from_iter_values(0..100_000)) as _,
+        )])
+        .expect("a batch");
+        assert_eq!(delivery_rows(&small), MAX_BATCH_ROWS);
+        assert_eq!(delivery_rows(&small.slice(0, 10)), 10);
+        // Four rows of a quarter of the byte bound each, and a little more: three fit.
+        let wide = "x".repeat(MAX_DELIVERY_ARROW_BYTES / 4 + 1);
+        let large = RecordBatch::try_from_iter([(
+            "s",
+            Arc::new(StringArray::from(vec![wide.as_str(); 4])) as _,
+        )])
+        .expect("a batch");
+        assert_eq!(delivery_rows(&large), 3);
+        assert_eq!(delivery_rows(&large.slice(0, 1)), 1);
     }
 }
