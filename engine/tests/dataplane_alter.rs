@@ -9,8 +9,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use nervix_net::client::Session;
-use nervix_net::session::frame::Outcome;
-use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
+use support::dataplane::{
+    assert_completed, consumer, define, drain, order_fields, orders, producer, rows_of, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -89,10 +90,7 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         producer.submit(&orders(&[("a", "x", 4)])).await.unwrap();
         // The client resends what admission held back while the application is in a producer
         // call: drain while the reader acks.
-        let outcomes = tokio::time::timeout(Duration::from_secs(20), producer.drain())
-            .await
-            .expect("outcomes in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 20).await;
         let seen = tokio::time::timeout(Duration::from_secs(20), reader)
             .await
             .expect("rows in time")
@@ -101,8 +99,7 @@ fn an_alter_that_keeps_the_contract_keeps_producers_attached_and_loses_no_row() 
         assert_eq!(amounts, BTreeSet::from([1, 2, 3, 4]), "{seen:?}");
         assert!(seen.contains(&("x".to_string(), 1)), "old rows left through the old graph");
         assert!(seen.contains(&("X".to_string(), 4)), "new rows go through the new junction");
-        assert_eq!(outcomes.len(), 4);
-        assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Completed), "{outcomes:?}");
+        assert_completed(&outcomes, 4);
         assert_eq!(producer.ended_reason(), None);
     });
 }

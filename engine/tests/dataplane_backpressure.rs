@@ -10,8 +10,8 @@ use std::time::Duration;
 use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    consumer, define, http_get, metric, next_delivery, order_fields, orders, producer, rows_of,
-    runtime,
+    consumer, define, drain, http_get, metric, next_delivery, order_fields, orders, producer,
+    rows_of, runtime,
 };
 use support::Node;
 
@@ -104,10 +104,7 @@ fn a_slow_consumer_backpressures_the_producer_and_nothing_is_dropped() {
             }
             consumer.ack(delivery.seq).await.unwrap();
         }
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("outcomes in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 10).await;
         assert_eq!(outcomes.len(), BATCHES as usize);
         assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Completed));
         assert_eq!(seen, (0..BATCHES).collect());
@@ -166,10 +163,7 @@ fn ack_timeout_counts_from_the_last_progress_not_from_admission() {
             tokio::time::sleep(Duration::from_millis(600)).await;
             consumer.ack(seq).await.unwrap();
         }
-        let outcomes = tokio::time::timeout(Duration::from_secs(5), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 5).await;
         assert_eq!(outcomes, vec![(0, Outcome::Completed)]);
     });
 }

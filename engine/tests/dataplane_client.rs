@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nervix_net::client::{ProducerOptions, Session};
-use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
+    assert_completed, consumer, define, drain, next_delivery, order_fields, orders, producer,
+    rows_of, runtime,
 };
 use support::Node;
 
@@ -92,15 +92,8 @@ fn producer_to_junction_to_consumer_delivers_exactly_the_matching_rows_per_branc
             }
             consumer.ack(delivery.seq).await.expect("ack");
         }
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("outcomes in time")
-            .expect("drain");
-        assert_eq!(outcomes.len(), 3);
-        assert!(
-            outcomes.iter().all(|(_, o)| *o == Outcome::Completed),
-            "{outcomes:?}"
-        );
+        let outcomes = drain(&mut producer, 10).await;
+        assert_completed(&outcomes, 3);
         let mut expected: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
         expected.insert(
             "acme".into(),
@@ -237,15 +230,8 @@ fn a_flush_larger_than_one_delivery_reaches_the_consumer_in_bounded_deliveries()
             "every row, in order"
         );
         // The split deliveries' acknowledgements complete both batches.
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("outcomes in time")
-            .expect("drain");
-        assert_eq!(outcomes.len(), 2);
-        assert!(
-            outcomes.iter().all(|(_, o)| *o == Outcome::Completed),
-            "{outcomes:?}"
-        );
+        let outcomes = drain(&mut producer, 10).await;
+        assert_completed(&outcomes, 2);
     });
     drop(node);
 }

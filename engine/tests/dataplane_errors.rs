@@ -3,13 +3,11 @@
 
 mod support;
 
-use std::time::Duration;
-
 use arrow_array::{Array, StringArray};
 use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    consumer, define, next_delivery, order_fields, orders, producer, rows_of, runtime,
+    consumer, define, drain, next_delivery, order_fields, orders, producer, rows_of, runtime,
 };
 use support::Node;
 
@@ -104,10 +102,7 @@ fn a_failing_row_reaches_its_error_relay_while_its_batch_mates_pass() {
         let reason = column("reason").value(0).to_string();
         assert!(reason.contains("division by zero"), "{reason}");
         failures.ack(failure.seq).await.unwrap();
-        let outcomes = tokio::time::timeout(Duration::from_secs(5), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 5).await;
         assert_eq!(outcomes, vec![(0, Outcome::Completed)]);
     });
 }
@@ -141,10 +136,7 @@ fn under_log_a_failing_row_rejects_its_batch_and_the_others_still_flow() {
                 ("zen".to_string(), "z".to_string(), 100)
             ]
         );
-        let mut outcomes = tokio::time::timeout(Duration::from_secs(5), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let mut outcomes = drain(&mut producer, 5).await;
         outcomes.sort_by_key(|(seq, _)| *seq);
         assert_eq!(
             outcomes,

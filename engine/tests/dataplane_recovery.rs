@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
-use support::dataplane::{consumer, define, order_fields, orders, producer, rows_of, runtime};
+use support::dataplane::{
+    consumer, define, drain, order_fields, orders, producer, rows_of, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -132,10 +134,7 @@ fn kill_9_mid_stream_then_resend_delivers_every_row_at_least_once() {
             }
             consumer.ack(delivery.seq).await.expect("ack");
         }
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("outcomes")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 10).await;
         assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Completed));
     });
     // Every row of every batch, at least once.

@@ -11,7 +11,9 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use nervix_net::client::{ClientError, ConsumerOptions, ProducerOptions, Session};
 use nervix_net::session::frame::{ConsumerRefusal, DefectKind, OpenRefusal, Outcome};
-use support::dataplane::{consumer, define, fields, order_fields, orders, producer, runtime};
+use support::dataplane::{
+    consumer, define, drain, fields, order_fields, orders, producer, runtime,
+};
 use support::Node;
 
 const GRAPH: &str = "
@@ -159,10 +161,7 @@ fn a_batch_that_is_not_the_input_schema_is_refused_whole() {
         ];
         let wrong = RecordBatch::try_new(schema, columns).expect("batch");
         good.submit(&wrong).await.expect("sent");
-        let outcomes = tokio::time::timeout(Duration::from_secs(5), good.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut good, 5).await;
         match &outcomes[..] {
             [(0, Outcome::Invalid { defect, detail })] => {
                 assert_eq!(*defect, DefectKind::SchemaMismatch, "{detail}");

@@ -4,13 +4,12 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use nervix_net::client::Session;
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    consumer, define, http_get, metric, next_delivery, order_fields, orders, producer, rows_of,
-    runtime,
+    consumer, define, drain, http_get, metric, next_delivery, order_fields, orders, producer,
+    rows_of, runtime,
 };
 use support::{free_addr, Node};
 
@@ -112,10 +111,7 @@ fn two_shards_deliver_every_matching_row_once_and_place_branches_on_both() {
         };
         let (mut producer, got) = tokio::join!(submit, receive);
         assert_eq!(got, expected);
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 10).await;
         assert_eq!(outcomes.len(), BATCHES as usize);
         assert!(outcomes.iter().all(|(_, o)| *o == Outcome::Completed));
     });

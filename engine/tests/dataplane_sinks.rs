@@ -11,7 +11,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use nervix_net::client::Session;
 use nervix_net::session::frame::{ExpectedField, Outcome};
-use support::dataplane::{define, producer, runtime};
+use support::dataplane::{assert_completed, define, drain, producer, runtime};
 use support::Node;
 
 const GRAPH: &str = "
@@ -101,15 +101,8 @@ fn file_append_writes_ndjson_and_completes_after_fsync_and_subscriptions_mask_se
             .submit(&payments(&[("acme", "4111-2222", 12)]))
             .await
             .unwrap();
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
-        assert_eq!(outcomes.len(), 2);
-        assert!(
-            outcomes.iter().all(|(_, o)| *o == Outcome::Completed),
-            "{outcomes:?}"
-        );
+        let outcomes = drain(&mut producer, 10).await;
+        assert_completed(&outcomes, 2);
     });
     // Completed means fsynced: the file holds every row now.
     let written = std::fs::read_to_string(dir.join("out/payments.ndjson")).expect("the file");
@@ -179,10 +172,7 @@ fn a_failing_file_write_is_retried_on_the_retry_policy_and_holds_its_rows() {
             .submit(&payments(&[("acme", "4111-1111", 5)]))
             .await
             .unwrap();
-        let outcomes = tokio::time::timeout(Duration::from_secs(10), producer.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut producer, 10).await;
         // The sink never confirmed: the source's ACK TIMEOUT decides, not a dropped write.
         assert_eq!(
             outcomes,

@@ -10,7 +10,8 @@ use arrow_array::{Array, RecordBatch, StringArray};
 use nervix_net::client::{Consumer, ProducerOptions, Session};
 use nervix_net::session::frame::Outcome;
 use support::dataplane::{
-    consumer, define, fields, next_delivery, order_fields, orders, producer, quiet_for, runtime,
+    consumer, define, drain, fields, next_delivery, order_fields, orders, producer, quiet_for,
+    runtime,
 };
 use support::Node;
 
@@ -190,10 +191,7 @@ fn required_wait_default_and_skip_resolve_materialized_state_per_branch() {
         assert_eq!(take(&mut waited).await, b);
         assert_eq!(take(&mut defaulted).await, b);
         assert_eq!(take(&mut skipped).await, b);
-        let outcomes = tokio::time::timeout(Duration::from_secs(5), orders_in.drain())
-            .await
-            .expect("in time")
-            .expect("drain");
+        let outcomes = drain(&mut orders_in, 5).await;
         assert!(
             outcomes.iter().all(|(_, o)| *o == Outcome::Completed),
             "{outcomes:?}"

@@ -98,6 +98,28 @@ pub async fn next_delivery(consumer: &mut Consumer, seconds: u64) -> Delivery {
         .expect("the consumer was not ended")
 }
 
+/// Every outstanding batch's outcome within `seconds` (`Producer::drain`), or a test failure.
+pub async fn drain(
+    producer: &mut nervix_net::client::Producer,
+    seconds: u64,
+) -> Vec<(u64, nervix_net::session::frame::Outcome)> {
+    tokio::time::timeout(Duration::from_secs(seconds), producer.drain())
+        .await
+        .expect("the outcomes in time")
+        .expect("the producer drains")
+}
+
+/// That `outcomes` are `batches` outcomes, all `Completed`.
+pub fn assert_completed(outcomes: &[(u64, nervix_net::session::frame::Outcome)], batches: usize) {
+    assert_eq!(outcomes.len(), batches, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, o)| *o == nervix_net::session::frame::Outcome::Completed),
+        "{outcomes:?}"
+    );
+}
+
 /// Whether a delivery arrives within `millis` (none expected).
 pub async fn quiet_for(consumer: &mut Consumer, millis: u64) -> bool {
     tokio::time::timeout(Duration::from_millis(millis), consumer.next())
