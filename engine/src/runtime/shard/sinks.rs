@@ -22,8 +22,9 @@ use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
 use nervix_net::batch::MAX_BATCH_ROWS;
-use nervix_net::session::frame::MAX_FRAME_IPC_BYTES;
-use nervix_net::session::frame::{ConsumerEndReason, ConsumerRefusal, Frame as SessionFrame};
+use nervix_net::session::frame::{
+    ConsumerEndReason, ConsumerRefusal, Frame as SessionFrame, MAX_FRAME_IPC_BYTES,
+};
 use nervix_nspl::ast::emitter::FileFormat;
 
 use super::ingest::expected_fields;
