@@ -11,6 +11,7 @@
 //! keeps them in the snapshot it writes, and a restart restores them. Processor state lives
 //! only on the shard that owns the branch; nothing is shared.
 
+use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
@@ -665,34 +666,37 @@ impl Graph {
             return;
         };
         let reached_ns = watermark_ns.map_or(now_ns, |w| w.max(now_ns));
-        // The branches to look at: the one asked for, or those the index says are due.
-        let keys: Vec<BranchKey> = match only {
-            Some(key) => vec![key.clone()],
-            None => {
-                let mut keys = Vec::new();
-                while let Some(first) = due.first() {
-                    if first.0 > reached_ns || keys.len() >= MAX_WINDOW_BRANCHES_PER_PASS {
+        let mut records = Vec::new();
+        let forgotten = &mut self.forgotten;
+        // The next deadlines of the windows this pass stepped, indexed once it is done: a
+        // window it left due (capped at MAX_RECORDS_PER_PASS) waits for the next pass.
+        let mut next_due = Vec::new();
+        let mut branches = 0usize;
+        let mut asked = only;
+        loop {
+            // The branch to look at: the one asked for, or the next the index says is due.
+            let (key, indexed_ns) = match (only, asked.take()) {
+                (Some(_), Some(key)) => (key.clone(), None),
+                (Some(_), None) => break,
+                (None, _) => {
+                    let Some(first) = due.first() else { break };
+                    if first.0 > reached_ns || branches >= MAX_WINDOW_BRANCHES_PER_PASS {
                         break;
                     }
                     let (at_ns, key) = due.pop_first().expect("first exists");
-                    // Stale entries (the window moved on or left) are dropped here.
-                    let current = windows.get(&key).and_then(|state| state.due_ns(window));
-                    if current == Some(at_ns) {
-                        keys.push(key);
-                    }
+                    (key, Some(at_ns))
                 }
-                keys
-            }
-        };
-        if keys.is_empty() {
-            return;
-        }
-        let mut records = Vec::new();
-        let forgotten = &mut self.forgotten;
-        for key in keys {
-            let Some(state) = windows.get_mut(&key) else {
+            };
+            let Entry::Occupied(mut entry) = windows.entry(key) else {
                 continue;
             };
+            // Stale index entries (the window moved on) are dropped here.
+            if indexed_ns.is_some() && entry.get().due_ns(window) != indexed_ns {
+                continue;
+            }
+            branches += 1;
+            let key = entry.key().clone();
+            let state = entry.get_mut();
             let mut emitted = 0usize;
             while state.due_ns(window).is_some() {
                 if !force && (!state.is_due(window, reached_ns) || emitted >= MAX_RECORDS_PER_PASS)
@@ -720,13 +724,16 @@ impl Graph {
             }
             if state.retained_rows() == 0 {
                 // A window that leaves before its first snapshot has nothing stored.
-                if state.is_stored() {
-                    forgotten.push((index, key.clone()));
+                if entry.remove().is_stored() {
+                    forgotten.push((index, key));
                 }
-                windows.remove(&key);
             } else if let Some(next) = state.due_ns(window) {
-                due.insert((next, key));
+                next_due.push((next, key));
             }
+        }
+        due.extend(next_due);
+        if records.is_empty() {
+            return;
         }
         self.release_window_records(index, processor, window, records, at, cx);
     }
