@@ -21,7 +21,7 @@ use super::change::ModelChange;
 use super::plan::DomainPlan;
 use super::shard::graph::{NodeRef, Tap};
 use super::shard::mesh::MeshMsg;
-use super::shard::ShardState;
+use super::shard::{DomainRun, ShardState};
 
 /// The longest the ticker sleeps without a deadline (branch TTL sweeps, ack timeouts).
 pub const MAX_TICK_SLEEP_MS: u64 = 50;
@@ -430,24 +430,14 @@ pub async fn shard_main(
                             state.borrow_mut().tick();
                         }
                         state.borrow_mut().swap(plan);
-                        spawn_file_completions(&state, &name);
-                        spawn_http_completions(&state, &name);
-                        super::poll::start_pollers(&state, &name);
-                        super::connection::start_connections(&state, &name);
-                        super::kafka::start_consumers(&state, &name);
-                        spawn_kafka_sinks(&state, &name);
+                        start_domain_tasks(&state, &name);
                         let _ = done.send(());
                     })
                     .detach();
                     continue;
                 }
                 state.borrow_mut().deploy(plan);
-                spawn_file_completions(&state, &name);
-                spawn_http_completions(&state, &name);
-                super::poll::start_pollers(&state, &name);
-                super::connection::start_connections(&state, &name);
-                super::kafka::start_consumers(&state, &name);
-                spawn_kafka_sinks(&state, &name);
+                start_domain_tasks(&state, &name);
                 let _ = done.send(());
             }
             Command::Undeploy { domain, done } => {
@@ -609,29 +599,63 @@ pub async fn shard_main(
     drop(ticker);
 }
 
-/// Feeds file sinks' write completions of `domain`'s run back into the state.
-fn spawn_file_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
-    let completions: Vec<_> = state
+/// Feeds the completions of `domain`'s sinks back into the state: for every sink whose
+/// receiver `receivers` takes (once, when the run starts), a task that hands each completion
+/// to `done` with the sink's emitter index until the sink's channel closes.
+fn spawn_completions<T: 'static>(
+    state: &Rc<RefCell<ShardState>>,
+    domain: &str,
+    receivers: impl FnOnce(&mut DomainRun) -> Vec<(usize, async_channel::Receiver<T>)>,
+    done: fn(&mut ShardState, &str, usize, T),
+) {
+    let receivers = state
         .borrow_mut()
         .runs
         .get_mut(domain)
-        .map(|run| {
-            run.files
-                .iter_mut()
-                .filter_map(|(index, file)| file.completions.take().map(|c| (*index, c)))
-                .collect()
-        })
+        .map(receivers)
         .unwrap_or_default();
-    for (emitter, completions) in completions {
+    for (emitter, completions) in receivers {
         let state = state.clone();
         let domain = domain.to_string();
         glommio::spawn_local(async move {
             while let Ok(completion) = completions.recv().await {
-                state.borrow_mut().file_done(&domain, emitter, completion);
+                done(&mut state.borrow_mut(), &domain, emitter, completion);
             }
         })
         .detach();
     }
+}
+
+/// Starts the tasks `domain`'s freshly deployed (or swapped) run needs besides the ticker:
+/// its sinks' completion feeds, its pollers, connections and Kafka consumers, and its Kafka
+/// producers' service.
+fn start_domain_tasks(state: &Rc<RefCell<ShardState>>, domain: &str) {
+    spawn_completions(
+        state,
+        domain,
+        |run| {
+            run.files
+                .iter_mut()
+                .filter_map(|(index, file)| file.completions.take().map(|c| (*index, c)))
+                .collect()
+        },
+        ShardState::file_done,
+    );
+    spawn_completions(
+        state,
+        domain,
+        |run| {
+            run.http_sinks
+                .iter_mut()
+                .filter_map(|(index, sink)| sink.completions.take().map(|c| (*index, c)))
+                .collect()
+        },
+        ShardState::http_done,
+    );
+    super::poll::start_pollers(state, domain);
+    super::connection::start_connections(state, domain);
+    super::kafka::start_consumers(state, domain);
+    spawn_kafka_sinks(state, domain);
 }
 
 /// Serves `domain`'s KAFKA TOPIC producers (delivery reports, retries) while its graph runs.
@@ -668,31 +692,6 @@ fn spawn_kafka_sinks(state: &Rc<RefCell<ShardState>>, domain: &str) {
 const KAFKA_SERVE_BUSY_US: u64 = 200;
 /// How often an idle Kafka producer is served (its client still reports errors).
 const KAFKA_SERVE_IDLE_US: u64 = 5_000;
-
-/// Feeds HTTP REQUEST emitters' job completions back into the shard.
-fn spawn_http_completions(state: &Rc<RefCell<ShardState>>, domain: &str) {
-    let completions: Vec<_> = state
-        .borrow_mut()
-        .runs
-        .get_mut(domain)
-        .map(|run| {
-            run.http_sinks
-                .iter_mut()
-                .filter_map(|(index, sink)| sink.completions.take().map(|c| (*index, c)))
-                .collect()
-        })
-        .unwrap_or_default();
-    for (emitter, completions) in completions {
-        let state = state.clone();
-        let domain = domain.to_string();
-        glommio::spawn_local(async move {
-            while let Ok(completion) = completions.recv().await {
-                state.borrow_mut().http_done(&domain, emitter, completion);
-            }
-        })
-        .detach();
-    }
-}
 
 fn collect_stats(shard: &ShardState) -> ShardStats {
     let mut domains = Vec::new();

@@ -268,6 +268,19 @@ pub struct EmitterPlan {
     pub retry_max_ms: u64,
 }
 
+impl EmitterPlan {
+    /// Whether a frame's rows are acknowledged as soon as the sink takes it (NO ACK, or a
+    /// detached boundary) rather than when the sink reports its outcome.
+    pub fn resolves_at_handoff(&self) -> bool {
+        self.ack_timeout_ns.is_none() || self.detached
+    }
+
+    /// Frames the sink may hold at once (ACK PARALLEL MAX n; SEQUENTIAL is one).
+    pub fn in_flight_slots(&self) -> usize {
+        self.max_in_flight.max(1) as usize
+    }
+}
+
 /// The whole runnable graph of one started domain.
 pub struct DomainPlan {
     pub name: String,

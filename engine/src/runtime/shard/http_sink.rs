@@ -81,7 +81,7 @@ impl HttpSinkHandle {
         workers: Option<Arc<WorkerClass>>,
     ) -> Result<HttpSinkHandle, ConnectorError> {
         let client = HttpClient::new(plan.client.clone())?;
-        let slots = emitter.max_in_flight.max(1) as usize;
+        let slots = emitter.in_flight_slots();
         let (jobs, receiver) = async_channel::bounded::<HttpJob>(slots);
         let (done, completions) = async_channel::bounded::<HttpCompletion>(slots);
         let retry = Retry {
@@ -261,6 +261,13 @@ fn build_requests(plan: &HttpSinkPlan, batch: &RecordBatch) -> Vec<Result<Reques
         .collect()
 }
 
+/// Moves `frame`'s acknowledgement runs onto a copy kept in `handed_over`, resolved once the
+/// sink holds the frame: the sink's copy then carries no acknowledgement of its own.
+pub(super) fn hand_over(frame: &mut Frame, handed_over: &mut Vec<Frame>) {
+    handed_over.push(frame.clone());
+    frame.acks.clear();
+}
+
 impl ShardState {
     /// Hands ready frames of HTTP REQUEST emitter `index` to its connector task.
     pub(super) fn dispatch_http(&mut self, domain: &str, index: usize) -> bool {
@@ -271,8 +278,8 @@ impl ShardState {
                 return false;
             };
             let emitter = &run.graph.plan.emitters[index];
-            let resolves_at_handoff = emitter.ack_timeout_ns.is_none() || emitter.detached;
-            let slots = emitter.max_in_flight.max(1) as usize;
+            let (resolves_at_handoff, slots) =
+                (emitter.resolves_at_handoff(), emitter.in_flight_slots());
             let Some(sink) = run.http_sinks.get_mut(&index) else {
                 return false;
             };
@@ -298,17 +305,14 @@ impl ShardState {
                 }
                 sink.next_job += 1;
                 if resolves_at_handoff {
-                    handed_over.push(frame.clone());
-                    frame.acks.clear();
+                    hand_over(&mut frame, &mut handed_over);
                 }
                 sink.in_flight.insert(job, frame);
                 queue.in_flight += 1;
                 moved = true;
             }
         }
-        for frame in handed_over {
-            self.resolve_rows(&frame, &vec![Ok(()); frame.num_rows()], true);
-        }
+        self.resolve_handed_over(handed_over);
         moved
     }
 
@@ -388,6 +392,14 @@ impl ShardState {
         }
         if !resolved {
             self.resolve_rows(frame, outcomes, ignore);
+        }
+    }
+
+    /// Acknowledges the rows of frames a sink took under NO ACK or a detached boundary
+    /// ([`hand_over`]): the handoff is their success.
+    pub(super) fn resolve_handed_over(&mut self, frames: Vec<Frame>) {
+        for frame in frames {
+            self.resolve_rows(&frame, &vec![Ok(()); frame.num_rows()], true);
         }
     }
 

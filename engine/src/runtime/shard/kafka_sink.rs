@@ -27,7 +27,7 @@ use nervix_connectors::ConnectorError;
 
 use nervix_shards::workers::WorkerClass;
 
-use super::http_sink::{eval_rows, RowOutcome};
+use super::http_sink::{eval_rows, hand_over, RowOutcome};
 use super::sink_body::{refusal, FrameBodies, WorkerBodies};
 use super::ShardState;
 use crate::codec::EncodedRows;
@@ -443,8 +443,8 @@ impl ShardState {
                 return false;
             };
             let emitter = &run.graph.plan.emitters[index];
-            let resolves_at_handoff = emitter.ack_timeout_ns.is_none() || emitter.detached;
-            let slots = emitter.max_in_flight.max(1) as usize;
+            let (resolves_at_handoff, slots) =
+                (emitter.resolves_at_handoff(), emitter.in_flight_slots());
             let Some(sink) = run.kafka_sinks.get_mut(&index) else {
                 return false;
             };
@@ -459,8 +459,7 @@ impl ShardState {
                 let (prepared, encoding) = prepare(&sink.plan, &frame.batch, sink.workers.as_ref());
                 let count = frame.num_rows();
                 if resolves_at_handoff {
-                    handed_over.push(frame.clone());
-                    frame.acks.clear();
+                    hand_over(&mut frame, &mut handed_over);
                 }
                 sink.frames.insert(
                     job,
@@ -480,9 +479,7 @@ impl ShardState {
                 sink.send_due(now_ns);
             }
         }
-        for frame in handed_over {
-            self.resolve_rows(&frame, &vec![Ok(()); frame.num_rows()], true);
-        }
+        self.resolve_handed_over(handed_over);
         moved
     }
 

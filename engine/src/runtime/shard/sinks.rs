@@ -27,6 +27,7 @@ use nervix_net::session::frame::{
 };
 use nervix_nspl::ast::emitter::FileFormat;
 
+use super::http_sink::hand_over;
 use super::ingest::expected_fields;
 use super::{Outbound, ShardState};
 use crate::runtime::frame::Frame;
@@ -342,15 +343,14 @@ impl ShardState {
                         if file.retry_at_ns > crate::runtime::clock::physical_ns() {
                             continue;
                         }
-                        while (file.in_flight.len() as u32) < emitter.max_in_flight.max(1) {
+                        while file.in_flight.len() < emitter.in_flight_slots() {
                             let Some(mut frame) = queue.ready.pop_front() else {
                                 break;
                             };
-                            if emitter.ack_timeout_ns.is_none() || emitter.detached {
-                                // NO ACK / DETACHED: resolved once handed to the writer; a
-                                // retried write holds nothing any more.
-                                acked.push(frame.clone());
-                                frame.acks.clear();
+                            if emitter.resolves_at_handoff() {
+                                // Resolved once handed to the writer; a retried write holds
+                                // nothing any more.
+                                hand_over(&mut frame, &mut acked);
                             }
                             let job = file.next_job;
                             file.next_job += 1;
@@ -384,7 +384,7 @@ impl ShardState {
             return;
         };
         let plan = &run.graph.plan.emitters[emitter];
-        let resolves_here = plan.ack_timeout_ns.is_some() && !plan.detached;
+        let resolves_here = !plan.resolves_at_handoff();
         let name = plan.name.clone();
         let Some(file) = run.files.get_mut(&emitter) else {
             return;
