@@ -126,10 +126,15 @@ pub(crate) fn neg(node: &Node, c: &Col) -> Out {
     }
 }
 
-fn neg_rows<T: ArrowPrimitiveType>(c: &Col, name: &str, arrow: &Arrow) -> Out
-where
-    T::Native: ArrowNativeTypeOp,
-{
+/// A checked unary integer operation over every row of `c`: `op` gives the row's result or
+/// None on overflow, which fails that row as "`name` overflow in `what`"; nulls stay null.
+fn checked_unary<T: ArrowPrimitiveType>(
+    c: &Col,
+    name: &str,
+    arrow: &Arrow,
+    what: &str,
+    op: impl Fn(T::Native) -> Option<T::Native>,
+) -> Out {
     let Some(a) = c.array().as_primitive_opt::<T>() else {
         return finish(
             arrow_array::new_null_array(arrow, c.array().len()),
@@ -141,15 +146,20 @@ where
         if a.is_null(i) {
             return Ok(None);
         }
-        a.value(i)
-            .neg_checked()
+        op(a.value(i))
             .map(Some)
-            .map_err(|_| format!("{name} overflow in unary -"))
+            .ok_or_else(|| format!("{name} overflow in {what}"))
     });
     finish(array, c.is_scalar(), errs)
 }
 
-/// The argument as F64 (Arrow's numeric cast; always succeeds for numeric input).
+fn neg_rows<T: ArrowPrimitiveType>(c: &Col, name: &str, arrow: &Arrow) -> Out
+where
+    T::Native: ArrowNativeTypeOp,
+{
+    checked_unary::<T>(c, name, arrow, "unary -", |v| v.neg_checked().ok())
+}
+
 fn as_f64(c: &Col) -> Option<Float64Array> {
     arrow_cast::cast(c.array().as_ref(), &Arrow::Float64)
         .ok()
@@ -242,26 +252,13 @@ fn abs_int<T: ArrowPrimitiveType>(c: &Col, name: &str, arrow: &Arrow) -> Out
 where
     T::Native: ArrowNativeTypeOp,
 {
-    let Some(a) = c.array().as_primitive_opt::<T>() else {
-        return finish(
-            arrow_array::new_null_array(arrow, c.array().len()),
-            c.is_scalar(),
-            Vec::new(),
-        );
-    };
-    let (array, errs) = build_prim::<T>(a.len(), arrow, |i| {
-        if a.is_null(i) {
-            return Ok(None);
-        }
-        let v = a.value(i);
+    checked_unary::<T>(c, name, arrow, "abs", |v| {
         if v >= T::Native::ZERO {
-            return Ok(Some(v));
+            Some(v)
+        } else {
+            v.neg_checked().ok()
         }
-        v.neg_checked()
-            .map(Some)
-            .map_err(|_| format!("{name} overflow in abs"))
-    });
-    finish(array, c.is_scalar(), errs)
+    })
 }
 
 /// The numeric functions.
