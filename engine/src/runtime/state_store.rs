@@ -3,8 +3,8 @@
 //! snapshots (deduplication keyspaces, windows, reorder buffers, correlators' pending rows), in
 //! an LMDB environment (heed) under `<data-dir>/runtime-state`.
 //!
-//! Shards never wait for the disk: they hand snapshots to one writer thread through a bounded
-//! queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
+//! Shards do not wait for the disk (a stopping domain excepted, below): they hand snapshots to
+//! one writer thread through a bounded queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
 //! taken, so the caller keeps it dirty and offers it again), and the writer commits them in
 //! queue order, each whole: the snapshots that queued while its last commit synced go in one
 //! LMDB transaction (at most [`MAX_SNAPSHOTS_PER_COMMIT`]), so the sync is paid once per group
@@ -12,7 +12,9 @@
 //! (perf/RESULTS.md, session 27). A group whose transaction fails is committed snapshot by
 //! snapshot. Reads happen when a consumer starts (a memory-mapped lookup).
 //! [`RuntimeState::close`] waits for the queue to drain, so a graceful stop persists the last
-//! snapshot. A crash loses at most the snapshots not yet written — the spec's "slightly stale
+//! snapshot. A stopping domain's last state goes through the same queue and its shard waits
+//! for it ([`RuntimeState::write_processor_state_in_order`]): it commits after every snapshot
+//! offered before it, so no older state of a branch lands over it. A crash loses at most the snapshots not yet written — the spec's "slightly stale
 //! persisted offset snapshot", from which at-least-once delivery replays.
 //!
 //! Keys are `kafka/<domain>/<ingestor>/` followed by the partition number as 4 big-endian
@@ -63,6 +65,10 @@ pub enum StateStoreError {
     },
     #[error("no runtime state in {dir} (has a node run with this data directory?)")]
     Missing { dir: PathBuf },
+    #[error(
+        "runtime state in {dir}: the writer could not commit the snapshot (its error is logged)"
+    )]
+    NotWritten { dir: PathBuf },
     #[error("runtime state in {dir}: {source}")]
     Io {
         dir: PathBuf,
@@ -312,21 +318,44 @@ impl RuntimeState {
             .is_ok()
     }
 
-    /// Writes processor branch entries now, on the caller's thread (a domain stopping waits
-    /// for its state before acknowledging what the state covers).
-    pub fn write_processor_state_now(
+    /// Writes processor branch entries and waits until they are durable (a domain stopping
+    /// acknowledges what its state covers only then). They go through the writer's queue
+    /// like every snapshot, so they commit after the snapshots offered before them: written
+    /// beside the queue, an older snapshot still queued would commit after them and put a
+    /// branch's earlier state (or a deletion) back over its last one. Blocks the caller while
+    /// the writer works through what is queued ahead. Once the writer has stopped (the node is
+    /// shutting down and the queue is drained), the entries are written on the caller's thread.
+    pub fn write_processor_state_in_order(
         &self,
-        entries: &[ProcessorEntry],
+        entries: Vec<ProcessorEntry>,
     ) -> Result<(), StateStoreError> {
-        let write = || -> Result<(), heed::Error> {
-            let mut wtxn = self.env.write_txn()?;
-            put_entries(&mut wtxn, self.processors, entries)?;
-            wtxn.commit()
-        };
-        write().map_err(|source| StateStoreError::Lmdb {
-            dir: self.dir.clone(),
-            source,
-        })
+        // The writer sends the ticket once the entries committed and drops the sender either
+        // way: a closed channel without a ticket means the commit failed (the writer logged
+        // why).
+        let (done, committed) = async_channel::bounded(1);
+        let sent = self
+            .queue
+            .send_blocking(Snapshot::Processors(entries, Some((done, 0))));
+        match sent {
+            Ok(()) => {
+                committed
+                    .recv_blocking()
+                    .map(|_| ())
+                    .map_err(|_| StateStoreError::NotWritten {
+                        dir: self.dir.clone(),
+                    })
+            }
+            Err(async_channel::SendError(snapshot)) => write_snapshots(
+                &self.env,
+                self.offsets,
+                self.processors,
+                std::slice::from_ref(&snapshot),
+            )
+            .map_err(|source| StateStoreError::Lmdb {
+                dir: self.dir.clone(),
+                source,
+            }),
+        }
     }
 
     /// Every stored branch entry under `prefix`: (the key after the prefix, the state).
@@ -521,6 +550,47 @@ mod tests {
         let stored = state.processor_state("p/").expect("read");
         assert_eq!(stored, expected.into_iter().collect::<Vec<_>>());
         state.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stopping_domains_state_commits_after_every_snapshot_queued_before_it() {
+        let dir = std::env::temp_dir().join(format!("nervix-state-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let state = RuntimeState::open(&dir).expect("open");
+        let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING);
+        // A writer busy with large snapshots, then a periodic snapshot of the branch's older
+        // state still queued when the domain stops and writes its last state.
+        let queued = MAX_PENDING as u64 - 1;
+        for ticket in 0..queued {
+            let large = vec![(
+                format!("p/other{ticket}").into_bytes(),
+                vec![7u8; 256 << 10],
+            )];
+            assert!(state.save_processor_state(large, Some((done_tx.clone(), ticket))));
+        }
+        let older = vec![(b"p/window".to_vec(), b"older".to_vec())];
+        assert!(state.save_processor_state(older, Some((done_tx.clone(), queued))));
+        let last = vec![(b"p/window".to_vec(), b"last".to_vec())];
+        state
+            .write_processor_state_in_order(last)
+            .expect("the stop's state is written");
+        // Everything offered before it is durable by then: every ticket is back already.
+        for _ in 0..=queued {
+            done_rx
+                .try_recv()
+                .expect("a ticket back before the stop's write returned");
+        }
+        let stored = state.processor_state("p/window").expect("read");
+        assert_eq!(stored, vec![(Vec::new(), b"last".to_vec())]);
+        state.close();
+        // With the writer stopped the state is written on the caller's thread.
+        let after = vec![(b"p/window".to_vec(), b"after".to_vec())];
+        state
+            .write_processor_state_in_order(after)
+            .expect("written without the writer");
+        let stored = state.processor_state("p/window").expect("read");
+        assert_eq!(stored, vec![(Vec::new(), b"after".to_vec())]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -2,8 +2,9 @@
 //! [`SNAPSHOT_INTERVAL_NS`] the changed branch states of every domain go to the runtime-state
 //! writer with a ticket, and the rows they hold (window rows, held reorder rows, pending
 //! correlator rows) are acknowledged when the ticket comes back (the snapshot is durable). A
-//! domain stopping writes its states on the shard thread and acknowledges at once, so a
-//! graceful stop never leaves covered rows unacknowledged.
+//! domain stopping hands its states to the writer behind every snapshot offered before them
+//! and waits until they are durable, then acknowledges, so a graceful stop never leaves
+//! covered rows unacknowledged and no older queued state lands over its last one.
 //!
 //! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
 //! interval (the states stay dirty and the next snapshot covers them). A pass encodes at most
@@ -164,7 +165,7 @@ impl ShardState {
             return;
         }
         self.count_pass(&entries, encoding);
-        match store.write_processor_state_now(&entries) {
+        match store.write_processor_state_in_order(entries) {
             Ok(()) => {
                 for run in acks {
                     cx!(self).ack(run.root, run.rows as u64);
