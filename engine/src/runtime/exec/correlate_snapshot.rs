@@ -23,7 +23,7 @@ use arrow_schema::SchemaRef;
 use nervix_shards::ack::AckHandle;
 
 use super::correlate::{BranchState, MAX_PENDING_ROWS_PER_SIDE};
-use super::state_codec::{check_size, put_columns, put_opt_i64, put_u32, Cursor};
+use super::state_codec::{check_size, header, put_columns, put_opt_i64, put_u32, Cursor};
 use super::window::SnapshotError;
 use crate::runtime::frame::AckRun;
 
@@ -58,8 +58,7 @@ fn encode(
     if state.pending_rows() == 0 {
         return Ok(Vec::new());
     }
-    let mut out = vec![SNAPSHOT_VERSION];
-    out.extend_from_slice(&model.to_le_bytes());
+    let mut out = header(SNAPSHOT_VERSION, model);
     for watermark in watermarks_ns {
         put_opt_i64(&mut out, watermark);
     }
@@ -109,12 +108,7 @@ pub fn restore_branch(
     side_schemas: &[SchemaRef; 2],
 ) -> Result<Restored, SnapshotError> {
     let mut cursor = Cursor::new(bytes);
-    if cursor.u8()? != SNAPSHOT_VERSION {
-        return Err(SnapshotError::Malformed);
-    }
-    if cursor.u64()? != model {
-        return Err(SnapshotError::OtherStateModel);
-    }
+    cursor.header(SNAPSHOT_VERSION, model)?;
     let watermarks_ns = [cursor.opt_i64()?, cursor.opt_i64()?];
     let mut state = BranchState::new(side_schemas);
     for (side, schema) in state.sides_mut().iter_mut().zip(side_schemas) {

@@ -17,7 +17,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::SchemaRef;
 
 use super::reorder::{Chunk, OrderBuffer};
-use super::state_codec::{check_size, put_columns, put_u32, Cursor};
+use super::state_codec::{check_size, header, put_columns, put_u32, Cursor};
 use super::window::SnapshotError;
 use crate::runtime::frame::AckRun;
 
@@ -43,8 +43,7 @@ fn encode(buffer: &OrderBuffer, model: u64) -> Result<Vec<u8>, SnapshotError> {
     if buffer.held_rows() == 0 {
         return Ok(Vec::new());
     }
-    let mut out = vec![SNAPSHOT_VERSION];
-    out.extend_from_slice(&model.to_le_bytes());
+    let mut out = header(SNAPSHOT_VERSION, model);
     put_u32(&mut out, buffer.chunks().len())?;
     for chunk in buffer.chunks() {
         put_u32(&mut out, chunk.arrival.len())?;
@@ -71,12 +70,7 @@ pub fn restore_buffer(
     key_width: usize,
 ) -> Result<OrderBuffer, SnapshotError> {
     let mut cursor = Cursor::new(bytes);
-    if cursor.u8()? != SNAPSHOT_VERSION {
-        return Err(SnapshotError::Malformed);
-    }
-    if cursor.u64()? != model {
-        return Err(SnapshotError::OtherStateModel);
-    }
+    cursor.header(SNAPSHOT_VERSION, model)?;
     let width = schema.fields().len();
     let count = cursor.u32()?;
     let mut buffer = OrderBuffer::default();

@@ -65,6 +65,15 @@ pub fn check_size(bytes: usize) -> Result<(), SnapshotError> {
     Ok(())
 }
 
+/// A snapshot's header: its format `version`, then the processor `model` it was taken under
+/// (read back by [`Cursor::header`]).
+pub fn header(version: u8, model: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9);
+    out.push(version);
+    out.extend_from_slice(&model.to_le_bytes());
+    out
+}
+
 /// Reads an encoded value front to back.
 pub struct Cursor<'a> {
     bytes: &'a [u8],
@@ -85,6 +94,18 @@ impl<'a> Cursor<'a> {
             .ok_or(SnapshotError::Malformed)?;
         self.at = end;
         Ok(slice)
+    }
+
+    /// Reads a [`header`]: a snapshot of another format is malformed, one taken under another
+    /// processor model cannot be restored under this one.
+    pub fn header(&mut self, version: u8, model: u64) -> Result<(), SnapshotError> {
+        if self.u8()? != version {
+            return Err(SnapshotError::Malformed);
+        }
+        if self.u64()? != model {
+            return Err(SnapshotError::OtherStateModel);
+        }
+        Ok(())
     }
 
     pub fn u8(&mut self) -> Result<u8, SnapshotError> {

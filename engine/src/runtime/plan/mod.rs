@@ -684,6 +684,16 @@ impl<'d> Builder<'d> {
         Ok(())
     }
 
+    /// The fields of relay `name`'s schema; a relay the catalog does not hold is refused as a
+    /// missing schema of `owner`.
+    fn relay_fields(&self, name: &str, owner: &str) -> Result<Vec<Field>, PlanError> {
+        let schema_name = match self.entity(ObjectKind::Relay, name).map(|e| &e.definition) {
+            Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
+            _ => String::new(),
+        };
+        self.schema_fields(&schema_name, owner)
+    }
+
     /// The inputs' plans and their rows' fields, followed by `scope` (columns the shard adds
     /// to every input frame, see `branch_scope`).
     fn inputs(
@@ -697,14 +707,7 @@ impl<'d> Builder<'d> {
         let mut input_fields = Vec::new();
         for input in written {
             let relay = self.relay_id(&input.relay.name, owner)?;
-            let schema_name = match self
-                .entity(ObjectKind::Relay, &input.relay.name)
-                .map(|e| &e.definition)
-            {
-                Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
-                _ => String::new(),
-            };
-            let mut fields = self.schema_fields(&schema_name, owner)?;
+            let mut fields = self.relay_fields(&input.relay.name, owner)?;
             fields.extend_from_slice(scope);
             let filter = match &input.filter {
                 Some(expr) => Some(typed.compile(expr, &route::input_resolver(&fields))?),
@@ -729,14 +732,7 @@ impl<'d> Builder<'d> {
         let mut layout = StateLayout::default();
         for dependency in written {
             let relay = self.relay_id(&dependency.relay.name, owner)?;
-            let schema_name = match self
-                .entity(ObjectKind::Relay, &dependency.relay.name)
-                .map(|e| &e.definition)
-            {
-                Some(Statement::Catalog(CatalogStmt::CreateRelay(r))) => r.schema.name.clone(),
-                _ => String::new(),
-            };
-            let fields = self.schema_fields(&schema_name, owner)?;
+            let fields = self.relay_fields(&dependency.relay.name, owner)?;
             let policy = match &dependency.policy {
                 nervix_nspl::ast::StatePolicy::RequiredSkip => StatePolicyPlan::Skip,
                 nervix_nspl::ast::StatePolicy::RequiredWait => StatePolicyPlan::Wait,

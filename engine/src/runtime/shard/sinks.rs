@@ -347,16 +347,16 @@ impl ShardState {
                             let Some(mut frame) = queue.ready.pop_front() else {
                                 break;
                             };
-                            if emitter.resolves_at_handoff() {
-                                // Resolved once handed to the writer; a retried write holds
-                                // nothing any more.
-                                hand_over(&mut frame, &mut acked);
-                            }
                             let job = file.next_job;
-                            file.next_job += 1;
                             if file.jobs.try_send((job, frame.batch.clone())).is_err() {
                                 queue.ready.push_front(frame);
                                 break;
+                            }
+                            file.next_job += 1;
+                            if emitter.resolves_at_handoff() {
+                                // Resolved once the writer holds it; a retried write holds
+                                // nothing any more.
+                                hand_over(&mut frame, &mut acked);
                             }
                             file.in_flight.insert(job, frame);
                             queue.in_flight += 1;
