@@ -14,7 +14,8 @@
 //! [`RuntimeState::close`] waits for the queue to drain, so a graceful stop persists the last
 //! snapshot. A stopping domain's last state goes through the same queue and its shard waits
 //! for it ([`RuntimeState::write_processor_state_in_order`]): it commits after every snapshot
-//! offered before it, so no older state of a branch lands over it. A crash loses at most the snapshots not yet written — the spec's "slightly stale
+//! offered before it, so no older state of a branch lands over it. Its last Kafka offsets wait
+//! for room in the queue rather than being dropped ([`RuntimeState::save_kafka_offsets_waiting`]). A crash loses at most the snapshots not yet written — the spec's "slightly stale
 //! persisted offset snapshot", from which at-least-once delivery replays.
 //!
 //! Keys are `kafka/<domain>/<ingestor>/` followed by the partition number as 4 big-endian
@@ -318,6 +319,18 @@ impl RuntimeState {
             .is_ok()
     }
 
+    /// Offers an ingestor's next offsets and waits for room in the queue if it is full: a
+    /// domain stopping must not drop its last offsets because the writer is behind (a restart
+    /// would replay from older ones). Once the writer has stopped they are written on the
+    /// caller's thread.
+    pub fn save_kafka_offsets_waiting(
+        &self,
+        key: &str,
+        positions: Vec<(i32, i64)>,
+    ) -> Result<(), StateStoreError> {
+        self.offer_waiting(Snapshot::Offsets(key.to_string(), positions))
+    }
+
     /// Writes processor branch entries and waits until they are durable (a domain stopping
     /// acknowledges what its state covers only then). They go through the writer's queue
     /// like every snapshot, so they commit after the snapshots offered before them: written
@@ -331,31 +344,38 @@ impl RuntimeState {
     ) -> Result<(), StateStoreError> {
         // The writer sends the ticket once the entries committed and drops the sender either
         // way: a closed channel without a ticket means the commit failed (the writer logged
-        // why).
+        // why). Written on this thread, the entries are durable when the offer returns.
         let (done, committed) = async_channel::bounded(1);
-        let sent = self
-            .queue
-            .send_blocking(Snapshot::Processors(entries, Some((done, 0))));
-        match sent {
-            Ok(()) => {
-                committed
-                    .recv_blocking()
-                    .map(|_| ())
-                    .map_err(|_| StateStoreError::NotWritten {
-                        dir: self.dir.clone(),
-                    })
-            }
-            Err(async_channel::SendError(snapshot)) => write_snapshots(
-                &self.env,
-                self.offsets,
-                self.processors,
-                std::slice::from_ref(&snapshot),
-            )
-            .map_err(|source| StateStoreError::Lmdb {
+        self.offer_waiting(Snapshot::Processors(entries, Some((done, 0))))?;
+        committed
+            .recv_blocking()
+            .map(|_| ())
+            .map_err(|_| StateStoreError::NotWritten {
                 dir: self.dir.clone(),
-                source,
-            }),
+            })
+    }
+
+    /// Puts `snapshot` in the writer's queue, waiting for room; once the writer has stopped
+    /// (the queue is closed and drained), commits it on the caller's thread instead.
+    fn offer_waiting(&self, snapshot: Snapshot) -> Result<(), StateStoreError> {
+        let Err(async_channel::SendError(snapshot)) = self.queue.send_blocking(snapshot) else {
+            return Ok(());
+        };
+        write_snapshots(
+            &self.env,
+            self.offsets,
+            self.processors,
+            std::slice::from_ref(&snapshot),
+        )
+        .map_err(|source| StateStoreError::Lmdb {
+            dir: self.dir.clone(),
+            source,
+        })?;
+        // Written here: hand back its ticket as the writer would.
+        if let Snapshot::Processors(_, Some((done, id))) = snapshot {
+            let _ = done.try_send(id);
         }
+        Ok(())
     }
 
     /// Every stored branch entry under `prefix`: (the key after the prefix, the state).
@@ -591,6 +611,31 @@ mod tests {
             .expect("written without the writer");
         let stored = state.processor_state("p/window").expect("read");
         assert_eq!(stored, vec![(Vec::new(), b"after".to_vec())]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_stops_offsets_are_kept_with_the_writer_running_or_stopped() {
+        let dir = std::env::temp_dir().join(format!("nervix-state-offs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let key = kafka_key("shop", "orders_in");
+        let state = RuntimeState::open(&dir).expect("open");
+        state
+            .save_kafka_offsets_waiting(&key, vec![(0, 5), (1, 6)])
+            .expect("offered");
+        state.close();
+        // The writer committed what was queued before it stopped; now the caller writes.
+        assert_eq!(
+            state.kafka_offsets(&key).expect("read"),
+            vec![(0, 5), (1, 6)]
+        );
+        state
+            .save_kafka_offsets_waiting(&key, vec![(1, 7)])
+            .expect("written without the writer");
+        assert_eq!(
+            state.kafka_offsets(&key).expect("read"),
+            vec![(0, 5), (1, 7)]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -362,8 +362,9 @@ impl ShardState {
         }
     }
 
-    /// Hands changed OFFSET BY DOMAIN positions of `domain`'s intakes (all, or intake `only`)
-    /// to the runtime-state writer; a full writer queue leaves them changed for the next time.
+    /// Hands changed OFFSET BY DOMAIN positions of `domain`'s intakes to the runtime-state
+    /// writer: intake `only`'s (a full writer queue leaves them changed for the next time), or
+    /// every intake's as the domain stops (waiting for room in the queue).
     pub fn persist_kafka_offsets(&mut self, domain: &str, only: Option<u64>) {
         let now_ns = crate::runtime::clock::physical_ns();
         let Some(state) = self.runtime_state.clone() else {
@@ -377,7 +378,19 @@ impl ShardState {
                 continue;
             }
             if let KafkaOffsets::Domain { key } = &intake.plan.offsets {
-                if state.save_kafka_offsets(key, intake.domain_offsets.clone()) {
+                let positions = intake.domain_offsets.clone();
+                // A stop waits for room in the writer's queue: its last offsets are not
+                // dropped for a writer that is behind. A periodic snapshot is offered again.
+                let saved = match only {
+                    Some(_) => state.save_kafka_offsets(key, positions),
+                    None => state
+                        .save_kafka_offsets_waiting(key, positions)
+                        .inspect_err(|error| {
+                            tracing::error!(%domain, %error, "cannot persist Kafka offsets at stop")
+                        })
+                        .is_ok(),
+                };
+                if saved {
                     intake.domain_dirty = false;
                     intake.persisted_ns = now_ns;
                 }
