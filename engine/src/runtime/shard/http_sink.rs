@@ -399,7 +399,7 @@ impl ShardState {
     /// ([`hand_over`]): the handoff is their success.
     pub(super) fn resolve_handed_over(&mut self, frames: Vec<Frame>) {
         for frame in frames {
-            self.resolve_rows(&frame, &vec![Ok(()); frame.num_rows()], true);
+            self.resolve_frame(&frame, true);
         }
     }
 

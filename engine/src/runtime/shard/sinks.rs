@@ -221,7 +221,7 @@ impl ShardState {
         self.step();
     }
 
-    fn resolve_frame(&mut self, frame: &Frame, accepted: bool) {
+    pub(super) fn resolve_frame(&mut self, frame: &Frame, accepted: bool) {
         for run in &frame.acks {
             self.progressed.push(run.root);
             let result = if accepted {
@@ -366,9 +366,7 @@ impl ShardState {
                 }
             }
         }
-        for frame in acked {
-            self.resolve_frame(&frame, true);
-        }
+        self.resolve_handed_over(acked);
         for (domain, index) in http {
             moved |= self.dispatch_http(&domain, index);
         }
