@@ -4,8 +4,9 @@
 //! an LMDB environment (heed) under `<data-dir>/runtime-state`.
 //!
 //! Shards do not wait for the disk (a stopping domain excepted, below): they hand snapshots to
-//! one writer thread through a bounded queue ([`RuntimeState::save_kafka_offsets`] never blocks and says whether the snapshot was
-//! taken, so the caller keeps it dirty and offers it again), and the writer commits them in
+//! one writer thread through a bounded queue ([`RuntimeState::save_kafka_offsets`] never
+//! blocks and says whether the snapshot was taken, so the caller keeps it dirty and offers it
+//! again), and the writer commits them in
 //! queue order, each whole: the snapshots that queued while its last commit synced go in one
 //! LMDB transaction (at most [`MAX_SNAPSHOTS_PER_COMMIT`]), so the sync is paid once per group
 //! — at dense processor state the writer, not the shard, set the pace, one sync per pass
@@ -15,8 +16,10 @@
 //! snapshot. A stopping domain's last state goes through the same queue and its shard waits
 //! for it ([`RuntimeState::write_processor_state_in_order`]): it commits after every snapshot
 //! offered before it, so no older state of a branch lands over it. Its last Kafka offsets wait
-//! for room in the queue rather than being dropped ([`RuntimeState::save_kafka_offsets_waiting`]). A crash loses at most the snapshots not yet written — the spec's "slightly stale
-//! persisted offset snapshot", from which at-least-once delivery replays.
+//! for room in the queue rather than being dropped
+//! ([`RuntimeState::save_kafka_offsets_waiting`]). A crash loses at most the snapshots not yet
+//! written — the spec's "slightly stale persisted offset snapshot", from which at-least-once
+//! delivery replays.
 //!
 //! Keys are `kafka/<domain>/<ingestor>/` followed by the partition number as 4 big-endian
 //! bytes; values the next offset as 8 big-endian bytes. A snapshot writes the partitions it
@@ -503,13 +506,19 @@ fn put_entries(
 mod tests {
     use super::*;
 
+    /// An empty directory for one test's store, named after the test and this process.
+    fn scratch_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
     /// Snapshots in flight in the group-commit test: more than one commit group holds.
     const MAX_PENDING: usize = MAX_SNAPSHOTS_PER_COMMIT * 2 + 2;
 
     #[test]
     fn offsets_survive_a_reopen_and_snapshots_update_their_partitions() {
-        let dir = std::env::temp_dir().join(format!("nervix-state-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = scratch_dir("nervix-state");
         let key = kafka_key("shop", "orders_in");
         let other = kafka_key("shop", "orders_in2");
         {
@@ -531,8 +540,7 @@ mod tests {
 
     #[test]
     fn queued_processor_snapshots_commit_in_order_and_every_ticket_comes_back() {
-        let dir = std::env::temp_dir().join(format!("nervix-state-group-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = scratch_dir("nervix-state-group");
         let state = RuntimeState::open(&dir).expect("open");
         let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING);
         // Offered back to back, most queue while the writer syncs an earlier commit and are
@@ -575,8 +583,7 @@ mod tests {
 
     #[test]
     fn a_stopping_domains_state_commits_after_every_snapshot_queued_before_it() {
-        let dir = std::env::temp_dir().join(format!("nervix-state-stop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = scratch_dir("nervix-state-stop");
         let state = RuntimeState::open(&dir).expect("open");
         let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING);
         // A writer busy with large snapshots, then a periodic snapshot of the branch's older
@@ -616,8 +623,7 @@ mod tests {
 
     #[test]
     fn a_stops_offsets_are_kept_with_the_writer_running_or_stopped() {
-        let dir = std::env::temp_dir().join(format!("nervix-state-offs-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = scratch_dir("nervix-state-offs");
         let key = kafka_key("shop", "orders_in");
         let state = RuntimeState::open(&dir).expect("open");
         state
@@ -641,8 +647,7 @@ mod tests {
 
     #[test]
     fn backup_needs_state_and_a_bad_restore_leaves_the_state_alone() {
-        let dir = std::env::temp_dir().join(format!("nervix-state-br-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = scratch_dir("nervix-state-br");
         std::fs::create_dir_all(&dir).expect("dir");
         let archive = dir.join("backup.mdb");
         assert!(matches!(
