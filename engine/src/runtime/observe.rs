@@ -79,7 +79,7 @@ async fn answer(mut stream: tokio::net::TcpStream, data_plane: &DataPlane) -> st
 type SnapshotMetric = (&'static str, &'static str, fn(&SnapshotCounters) -> u64);
 
 /// The shards' snapshot counters as metrics.
-const SNAPSHOT_METRICS: [SnapshotMetric; 6] = [
+const SNAPSHOT_METRICS: [SnapshotMetric; 7] = [
     (
         "nervix_snapshot_states_total",
         "Processor branch states (windows, keyspaces, reorder buffers, pending correlations) encoded by snapshots.",
@@ -109,6 +109,11 @@ const SNAPSHOT_METRICS: [SnapshotMetric; 6] = [
         "nervix_snapshot_deferred_total",
         "Snapshots put off because the state writer was behind; their states stay dirty for the next one.",
         |c| c.deferred,
+    ),
+    (
+        "nervix_snapshot_failed_total",
+        "Snapshots the state writer could not commit; the next pass writes every state again.",
+        |c| c.failed,
     ),
 ];
 

@@ -27,11 +27,16 @@
 //! with its own partitions).
 //!
 //! Processor snapshots live in their own database under `proc/<domain>/<processor>/` followed
-//! by the branch key bytes (empty for an unbranched processor); a value is the branch's
-//! encoded state, and an empty value deletes the entry (the branch holds nothing). A batch of
-//! them is written in one transaction and may carry a ticket: once the transaction committed,
-//! the writer sends the ticket back on the shard's channel, which is when the shard may
-//! acknowledge the rows the snapshot covers.
+//! by the branch's part (`graph::snapshot` lays it out); a value is the branch's encoded state,
+//! and an empty value deletes the entry (the branch holds nothing). A batch of them is written
+//! in one transaction and may carry a ticket: the writer sends it back on the shard's channel
+//! marked durable once the transaction committed — when the shard may acknowledge the rows the
+//! snapshot covers — or marked failed, so the shard writes those states again.
+//!
+//! Every key fits LMDB's [`MAX_STORED_KEY_BYTES`]: a longer one fails its put and the whole
+//! transaction with it (every branch of that snapshot). Prefixes longer than
+//! [`MAX_PLAIN_PREFIX_BYTES`] are stored under a digest of the names, and a branch part that
+//! would not fit is stored under a digest too (`graph::snapshot`).
 //!
 //! [`backup`] copies the whole store into one file (an LMDB compacted copy, consistent while a
 //! node runs) and [`restore`] installs such a file into a stopped node's data directory: the
@@ -46,6 +51,7 @@ use std::thread::JoinHandle;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, RwTxn, WithoutTls};
+use sha2::Digest;
 
 /// Snapshots waiting for the writer at most; a full queue makes the sender try again later.
 pub const STATE_QUEUE_SNAPSHOTS: usize = 256;
@@ -81,8 +87,16 @@ pub enum StateStoreError {
     },
 }
 
-/// A ticket the writer returns once a processor snapshot is durable.
-pub type Ticket = (async_channel::Sender<u64>, u64);
+/// A ticket the writer hands back once a processor snapshot committed or failed to.
+pub type Ticket = (async_channel::Sender<TicketOutcome>, u64);
+
+/// What became of a ticketed processor snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketOutcome {
+    pub ticket: u64,
+    /// Committed; false when the writer could not commit it (its error is logged).
+    pub durable: bool,
+}
 
 /// One processor branch entry: full key and encoded state (empty: delete).
 pub type ProcessorEntry = (Vec<u8>, Vec<u8>);
@@ -113,9 +127,30 @@ impl std::fmt::Debug for RuntimeState {
     }
 }
 
+/// The longest key LMDB stores (its compile-time `MDB_MAXKEYSIZE`, which heed's build keeps
+/// at the default): a put of a longer key fails, and with it the whole transaction.
+pub const MAX_STORED_KEY_BYTES: usize = 511;
+/// The longest per-processor or per-ingestor key prefix stored as written; a longer one (very
+/// long domain and node names) is stored under its digest, so the prefix never takes more
+/// than this share of [`MAX_STORED_KEY_BYTES`] and a key stays storable.
+pub const MAX_PLAIN_PREFIX_BYTES: usize = 256;
+
 /// The key prefix of one processor's branch snapshots.
 pub fn processor_key(domain: &str, processor: &str) -> String {
-    format!("proc/{domain}/{processor}/")
+    bounded_prefix("proc", domain, processor)
+}
+
+/// `<kind>/<domain>/<node>/`, or `<kind>/#<hex SHA-256 of domain/node>/` when that is longer
+/// than [`MAX_PLAIN_PREFIX_BYTES`]. Names are identifiers, which hold neither `/` nor `#`, so
+/// neither form is the other's prefix and distinct names never share one.
+fn bounded_prefix(kind: &str, domain: &str, node: &str) -> String {
+    let plain = format!("{kind}/{domain}/{node}/");
+    if plain.len() <= MAX_PLAIN_PREFIX_BYTES {
+        return plain;
+    }
+    let digest = sha2::Sha256::digest(format!("{domain}/{node}").as_bytes());
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{kind}/#{hex}/")
 }
 
 /// The environment in `dir` (an existing directory) with its two databases.
@@ -233,7 +268,7 @@ pub fn restore(data_dir: &Path, from: &Path) -> Result<BackupSummary, StateStore
 
 /// The key prefix of one ingestor's offsets.
 pub fn kafka_key(domain: &str, ingestor: &str) -> String {
-    format!("kafka/{domain}/{ingestor}/")
+    bounded_prefix("kafka", domain, ingestor)
 }
 
 impl RuntimeState {
@@ -345,17 +380,17 @@ impl RuntimeState {
         &self,
         entries: Vec<ProcessorEntry>,
     ) -> Result<(), StateStoreError> {
-        // The writer sends the ticket once the entries committed and drops the sender either
-        // way: a closed channel without a ticket means the commit failed (the writer logged
-        // why). Written on this thread, the entries are durable when the offer returns.
-        let (done, committed) = async_channel::bounded(1);
+        // The writer hands the ticket back marked durable or failed (it logged why); written
+        // on this thread, the entries are durable when the offer returns. The channel, not the
+        // ticket number, says which write this is.
+        let (done, outcome) = async_channel::bounded(1);
         self.offer_waiting(Snapshot::Processors(entries, Some((done, 0))))?;
-        committed
-            .recv_blocking()
-            .map(|_| ())
-            .map_err(|_| StateStoreError::NotWritten {
+        match outcome.recv_blocking() {
+            Ok(TicketOutcome { durable: true, .. }) => Ok(()),
+            _ => Err(StateStoreError::NotWritten {
                 dir: self.dir.clone(),
-            })
+            }),
+        }
     }
 
     /// Puts `snapshot` in the writer's queue, waiting for room; once the writer has stopped
@@ -375,8 +410,11 @@ impl RuntimeState {
             source,
         })?;
         // Written here: hand back its ticket as the writer would.
-        if let Snapshot::Processors(_, Some((done, id))) = snapshot {
-            let _ = done.try_send(id);
+        if let Snapshot::Processors(_, Some((done, ticket))) = snapshot {
+            let _ = done.try_send(TicketOutcome {
+                ticket,
+                durable: true,
+            });
         }
         Ok(())
     }
@@ -419,8 +457,8 @@ impl RuntimeState {
 /// Commits the snapshots of `group` (drained) in one transaction, then hands back the
 /// processor snapshots' tickets. When that transaction fails, each snapshot is committed on
 /// its own, so one that cannot be written does not hold back the others; a processor
-/// snapshot that fails sends no ticket (its rows stay unacknowledged and the shard's next
-/// snapshot covers them again).
+/// snapshot that fails hands its ticket back marked failed (its rows stay unacknowledged and
+/// the shard writes its states again).
 fn commit_group(
     env: &Env<WithoutTls>,
     offsets: Database<'static, Bytes, Bytes>,
@@ -435,17 +473,28 @@ fn commit_group(
             write_snapshots(env, offsets, processors, std::slice::from_ref(&snapshot))
         };
         match (written, snapshot) {
-            (Ok(()), Snapshot::Processors(_, Some((done, id)))) => {
-                let _ = done.try_send(id);
+            (Ok(()), Snapshot::Processors(_, Some((done, ticket)))) => {
+                let _ = done.try_send(TicketOutcome {
+                    ticket,
+                    durable: true,
+                });
             }
             (Ok(()), _) => {}
             (Err(error), Snapshot::Offsets(prefix, _)) => {
                 tracing::error!("cannot persist runtime state {prefix}: {error}")
             }
-            (Err(error), Snapshot::Processors(entries, _)) => tracing::error!(
-                "cannot persist processor state ({} entries): {error}",
-                entries.len()
-            ),
+            (Err(error), Snapshot::Processors(entries, ticket)) => {
+                tracing::error!(
+                    "cannot persist processor state ({} entries): {error}",
+                    entries.len()
+                );
+                if let Some((done, ticket)) = ticket {
+                    let _ = done.try_send(TicketOutcome {
+                        ticket,
+                        durable: false,
+                    });
+                }
+            }
         }
     }
 }
@@ -571,7 +620,11 @@ mod tests {
             assert!(state.save_processor_state(entries, Some((done_tx.clone(), ticket))));
         }
         let mut tickets: Vec<u64> = (0..MAX_PENDING)
-            .map(|_| done_rx.recv_blocking().expect("a ticket"))
+            .map(|_| {
+                let outcome = done_rx.recv_blocking().expect("a ticket");
+                assert!(outcome.durable);
+                outcome.ticket
+            })
             .collect();
         tickets.sort_unstable();
         assert_eq!(tickets, (0..MAX_PENDING as u64).collect::<Vec<_>>());
@@ -619,6 +672,65 @@ mod tests {
         let stored = state.processor_state("p/window").expect("read");
         assert_eq!(stored, vec![(Vec::new(), b"after".to_vec())]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_snapshot_that_cannot_commit_comes_back_failed_without_holding_back_the_others() {
+        let dir = scratch_dir("nervix-state-fail");
+        let state = RuntimeState::open(&dir).expect("open");
+        assert_eq!(
+            state.env.max_key_size(),
+            MAX_STORED_KEY_BYTES,
+            "the key bound the snapshot layout relies on"
+        );
+        let (done_tx, done_rx) = async_channel::bounded(4);
+        let too_long = vec![b'k'; MAX_STORED_KEY_BYTES + 1];
+        // Queued together, so the writer tries them in one transaction first.
+        let snapshots = [
+            vec![(b"p/a".to_vec(), b"1".to_vec())],
+            vec![(b"p/b".to_vec(), b"2".to_vec()), (too_long, b"3".to_vec())],
+            vec![(b"p/c".to_vec(), b"4".to_vec())],
+        ];
+        for (ticket, entries) in snapshots.into_iter().enumerate() {
+            assert!(state.save_processor_state(entries, Some((done_tx.clone(), ticket as u64))));
+        }
+        let mut outcomes: Vec<TicketOutcome> = (0..3)
+            .map(|_| done_rx.recv_blocking().expect("every ticket comes back"))
+            .collect();
+        outcomes.sort_by_key(|outcome| outcome.ticket);
+        let durable: Vec<bool> = outcomes.iter().map(|outcome| outcome.durable).collect();
+        assert_eq!(durable, vec![true, false, true]);
+        // The failed snapshot wrote none of its entries; the others are whole.
+        let stored = state.processor_state("p/").expect("read");
+        assert_eq!(
+            stored,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"c".to_vec(), b"4".to_vec())
+            ]
+        );
+        let refused = vec![(vec![b'k'; MAX_STORED_KEY_BYTES + 1], b"5".to_vec())];
+        assert!(matches!(
+            state.write_processor_state_in_order(refused),
+            Err(StateStoreError::NotWritten { .. })
+        ));
+        state.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn long_names_get_a_bounded_prefix_of_their_own() {
+        let short = processor_key("shop", "dedup");
+        assert_eq!(short, "proc/shop/dedup/");
+        let long_domain = "d".repeat(400);
+        let first = processor_key(&long_domain, "window");
+        let second = processor_key(&long_domain, "windows");
+        assert!(first.len() <= MAX_PLAIN_PREFIX_BYTES && first.starts_with("proc/#"));
+        assert_ne!(first, second);
+        assert!(!second.starts_with(&first) && !first.starts_with(&second));
+        assert_eq!(first, processor_key(&long_domain, "window"), "stable");
+        let offsets = kafka_key(&long_domain, "orders_in");
+        assert!(offsets.len() <= MAX_PLAIN_PREFIX_BYTES && offsets.starts_with("kafka/#"));
     }
 
     #[test]

@@ -60,6 +60,7 @@ use crate::runtime::plan::{
 };
 pub use delivery_budget::DeliveryBudget;
 use flush_order::RouteFlush;
+pub use snapshot::SnapshotScope;
 use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.

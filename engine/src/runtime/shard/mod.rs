@@ -210,6 +210,9 @@ pub struct SnapshotCounters {
     /// Intervals or passes put off because the writer was behind (tickets in flight at their
     /// bound, or its queue refused the snapshot): their states stay dirty for the next one.
     pub deferred: u64,
+    /// Snapshots the writer could not commit: their states are written again by the next
+    /// pass, and their rows wait for it.
+    pub failed: u64,
 }
 
 impl SnapshotCounters {
@@ -222,6 +225,7 @@ impl SnapshotCounters {
             passes: op(self.passes, other.passes),
             encode_us: op(self.encode_us, other.encode_us),
             deferred: op(self.deferred, other.deferred),
+            failed: op(self.failed, other.failed),
         }
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! A snapshot round encodes every branch state changed when it began (in passes of a bounded
 //! number of states, see `shard::snapshots`) under `proc/<domain>/<processor>/<branch key>`
+//! (a branch key too long for the store is stored under its digest: [`HASHED`])
 //! and takes the acknowledgement runs of the rows it holds (window rows, held reorder rows,
 //! pending correlator rows); the shard acknowledges them only once the store says the snapshot
 //! is durable. So such a row is acknowledged exactly when a restart would find it (or, if it
@@ -22,6 +23,7 @@
 
 use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::{shard_of_key_bytes, BranchKey, KeyBytes};
+use sha2::{Digest, Sha256};
 
 use super::work::WorkState;
 use super::Graph;
@@ -31,19 +33,71 @@ use crate::runtime::exec::reorder_snapshot::{restore_buffer, snapshot_buffer};
 use crate::runtime::exec::window::WindowState;
 use crate::runtime::frame::AckRun;
 use crate::runtime::plan::{DomainPlan, NodeWork};
-use crate::runtime::state_store::{processor_key, ProcessorEntry, RuntimeState};
+use crate::runtime::state_store::{
+    processor_key, ProcessorEntry, RuntimeState, MAX_STORED_KEY_BYTES,
+};
 
 /// Stored branch keys start with this byte for a keyed branch; an unbranched state is stored
 /// under the bare prefix.
 const KEYED: u8 = b'k';
+/// A keyed branch whose key would make the stored key longer than LMDB stores
+/// ([`MAX_STORED_KEY_BYTES`]) is stored under this byte and the SHA-256 digest of its key, and
+/// its value starts with the key itself (4 bytes of length, little-endian, then the bytes), so
+/// a restore knows the branch (and checks it against the digest).
+const HASHED: u8 = b'h';
 
-fn entry_key(prefix: &str, branch: &BranchKey) -> Vec<u8> {
+/// The store entry of processor state `state` (empty: delete the entry) of branch `branch`,
+/// under `prefix` (module docs of `state_store` and [`HASHED`]).
+fn stored_entry(prefix: &str, branch: &BranchKey, state: Vec<u8>) -> ProcessorEntry {
     let mut key = prefix.as_bytes().to_vec();
-    if let BranchKey::Key(bytes) = branch {
+    let BranchKey::Key(bytes) = branch else {
+        return (key, state);
+    };
+    if key.len() + 1 + bytes.len() <= MAX_STORED_KEY_BYTES {
         key.push(KEYED);
         key.extend_from_slice(bytes);
+        return (key, state);
     }
-    key
+    key.push(HASHED);
+    key.extend_from_slice(&Sha256::digest(bytes.as_ref()));
+    if state.is_empty() {
+        return (key, state);
+    }
+    let mut value = Vec::with_capacity(4 + bytes.len() + state.len());
+    value.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    value.extend_from_slice(bytes);
+    value.extend_from_slice(&state);
+    (key, value)
+}
+
+/// The branch and state of a stored entry: `suffix` is its key after the processor's prefix.
+/// None for an entry this build does not read (or a hashed entry whose key does not match its
+/// digest).
+fn read_entry<'a>(suffix: &[u8], value: &'a [u8]) -> Option<(BranchKey, &'a [u8])> {
+    match suffix.split_first() {
+        None => Some((BranchKey::Unbranched, value)),
+        Some((&KEYED, bytes)) => Some((BranchKey::Key(KeyBytes::new(bytes)), value)),
+        Some((&HASHED, digest)) => {
+            let length = u32::from_le_bytes(value.get(..4)?.try_into().ok()?) as usize;
+            let bytes = value.get(4..4usize.checked_add(length)?)?;
+            if Sha256::digest(bytes).as_slice() != digest {
+                return None;
+            }
+            Some((BranchKey::Key(KeyBytes::new(bytes)), &value[4 + length..]))
+        }
+        Some(_) => None,
+    }
+}
+
+/// Which changed states a [`Graph::snapshot_work`] pass encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotScope {
+    /// Every state (a rewrite after a snapshot that was not written).
+    Every,
+    /// Every state changed since its last snapshot, in one pass (a stop).
+    Changed,
+    /// The next this many states of the current round (a periodic pass).
+    RoundSlice(usize),
 }
 
 /// What one [`Graph::snapshot_work`] pass encoded.
@@ -61,14 +115,15 @@ impl Graph {
         self.work_changed || !self.forgotten.is_empty()
     }
 
-    /// Encodes changed processor branch states, with the acknowledgement runs the snapshot
-    /// covers: every state when `all` (a rewrite, or a stop), else the next `budget` entries
-    /// of the current round (a branch whose state left meanwhile, or fails to encode and stays
-    /// changed for the next round, still counts). A round is the states changed when it began, in a list; a pass
-    /// takes from its front, so each changed state is written within the round however
-    /// often its neighbours change meanwhile, and states that change during a round wait
-    /// for the next one. `unfinished` says the round has states left.
-    pub fn snapshot_work(&mut self, all: bool, budget: usize) -> SnapshotPass {
+    /// Encodes processor branch states, with the acknowledgement runs the snapshot covers, and
+    /// the deletions of states that left. `scope` says which states ([`SnapshotScope`]); a
+    /// round slice takes the next entries of the current round (a branch whose state left
+    /// meanwhile, or fails to encode and stays changed for the next round, still counts). A
+    /// round is the states changed when it began, in a list; a pass takes from its front, so
+    /// each changed state is written within the round however often its neighbours change
+    /// meanwhile, and states that change during a round wait for the next one. The other
+    /// scopes end the round. `unfinished` says the round has states left.
+    pub fn snapshot_work(&mut self, scope: SnapshotScope) -> SnapshotPass {
         let plan = self.plan.clone();
         let mut pass = SnapshotPass {
             entries: Vec::new(),
@@ -82,18 +137,10 @@ impl Graph {
             .collect();
         for (index, gone) in std::mem::take(&mut self.forgotten) {
             pass.entries
-                .push((entry_key(&prefixes[index], &gone), Vec::new()));
+                .push(stored_entry(&prefixes[index], &gone, Vec::new()));
         }
         let mut schema = None;
-        if all {
-            self.snapshot_round.clear();
-            for (index, prefix) in prefixes.iter().enumerate() {
-                for key in self.work[index].keys(false) {
-                    let entry = entry_key(prefix, &key);
-                    self.snapshot_state(&plan, index, &key, entry, &mut schema, &mut pass);
-                }
-            }
-        } else {
+        if let SnapshotScope::RoundSlice(budget) = scope {
             if self.snapshot_round.is_empty() {
                 for index in 0..plan.processors.len() {
                     let keys = self.work[index].keys(true);
@@ -105,10 +152,18 @@ impl Graph {
                 let Some((index, key)) = self.snapshot_round.pop_front() else {
                     break;
                 };
-                let entry = entry_key(&prefixes[index], &key);
-                self.snapshot_state(&plan, index, &key, entry, &mut schema, &mut pass);
+                self.snapshot_state(&plan, index, &key, &prefixes[index], &mut schema, &mut pass);
             }
             pass.unfinished = !self.snapshot_round.is_empty();
+        } else {
+            // Every state the round still lists is changed, so the changed states cover it.
+            self.snapshot_round.clear();
+            let changed_only = scope == SnapshotScope::Changed;
+            for (index, prefix) in prefixes.iter().enumerate() {
+                for key in self.work[index].keys(changed_only) {
+                    self.snapshot_state(&plan, index, &key, prefix, &mut schema, &mut pass);
+                }
+            }
         }
         // States changed during the round are still dirty: the next interval's round takes
         // them.
@@ -116,14 +171,21 @@ impl Graph {
         pass
     }
 
-    /// Encodes processor `index`'s state of branch `key` into `pass` under `entry`, when it
+    /// Whether `entry` (a full store key) holds state of one of this domain's processors.
+    pub fn owns_stored_entry(&self, entry: &[u8]) -> bool {
+        self.plan.processors.iter().any(|processor| {
+            entry.starts_with(processor_key(&self.plan.name, &processor.name).as_bytes())
+        })
+    }
+
+    /// Encodes processor `index`'s state of branch `key` into `pass` under `prefix`, when it
     /// is still there.
     fn snapshot_state(
         &mut self,
         plan: &DomainPlan,
         index: usize,
         key: &BranchKey,
-        entry: Vec<u8>,
+        prefix: &str,
         schema: &mut Option<SchemaRef>,
         pass: &mut SnapshotPass,
     ) {
@@ -180,7 +242,7 @@ impl Graph {
         match encoded {
             Ok((bytes, covered)) => {
                 pass.acks.extend(covered);
-                pass.entries.push((entry, bytes));
+                pass.entries.push(stored_entry(prefix, key, bytes));
             }
             Err((error, what)) => tracing::error!(processor = %processor.name, %error, "{what}"),
         }
@@ -204,11 +266,13 @@ impl Graph {
                     continue;
                 }
             };
-            for (suffix, bytes) in stored {
-                let key = match suffix.split_first() {
-                    None => BranchKey::Unbranched,
-                    Some((&KEYED, bytes)) => BranchKey::Key(KeyBytes::new(bytes)),
-                    Some(_) => continue,
+            for (suffix, value) in stored {
+                let Some((key, bytes)) = read_entry(&suffix, &value) else {
+                    tracing::warn!(
+                        processor = %processor.name,
+                        "a stored branch entry is not readable; it is skipped"
+                    );
+                    continue;
                 };
                 let owner = match &key {
                     BranchKey::Key(bytes) => shard_of_key_bytes(bytes, count),
@@ -219,7 +283,7 @@ impl Graph {
                 }
                 match (&processor.work, &mut self.work[index]) {
                     (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
-                        match Keyspace::from_snapshot(&bytes, *key_model) {
+                        match Keyspace::from_snapshot(bytes, *key_model) {
                             Some(space) => {
                                 spaces.insert(key, space);
                             }
@@ -236,7 +300,7 @@ impl Graph {
                             .map(|input| plan.relays[input.relay].schema.clone());
                         let restored = schema
                             .ok_or(crate::runtime::exec::window::SnapshotError::Malformed)
-                            .and_then(|schema| restore_buffer(&bytes, *model, &schema, by.len()));
+                            .and_then(|schema| restore_buffer(bytes, *model, &schema, by.len()));
                         match restored {
                             Ok(buffer) => {
                                 buffers.insert(key, buffer);
@@ -258,7 +322,7 @@ impl Graph {
                             watermarks_ns,
                             due,
                         },
-                    ) => match restore_branch(&bytes, correlate.model, &correlate.side_schemas) {
+                    ) => match restore_branch(bytes, correlate.model, &correlate.side_schemas) {
                         Ok(restored) => {
                             for (now, stored) in
                                 watermarks_ns.iter_mut().zip(restored.watermarks_ns)
@@ -286,7 +350,7 @@ impl Graph {
                             watermark_ns,
                             due,
                         },
-                    ) => match WindowState::restore(window, &bytes) {
+                    ) => match WindowState::restore(window, bytes) {
                         Ok(state) => {
                             if let Some(restored) = state.watermark_ns() {
                                 *watermark_ns =
@@ -307,5 +371,49 @@ impl Graph {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFIX: &str = "proc/shop/sums/";
+
+    fn stored_and_read(branch: &BranchKey, state: &[u8]) -> (Vec<u8>, BranchKey, Vec<u8>) {
+        let (key, value) = stored_entry(PREFIX, branch, state.to_vec());
+        assert!(key.len() <= MAX_STORED_KEY_BYTES, "{} bytes", key.len());
+        let (read, bytes) = read_entry(&key[PREFIX.len()..], &value).expect("readable");
+        (key, read, bytes.to_vec())
+    }
+
+    #[test]
+    fn every_branch_key_is_stored_within_the_store_key_bound_and_read_back() {
+        let fits = MAX_STORED_KEY_BYTES - PREFIX.len() - 1;
+        for length in [0, 1, fits, fits + 1, 4_096] {
+            let branch = BranchKey::Key(KeyBytes::new(&vec![0xA5; length]));
+            let (key, read, state) = stored_and_read(&branch, b"window state");
+            assert_eq!(read, branch, "key of {length} bytes");
+            assert_eq!(state, b"window state");
+            let marker = if length <= fits { KEYED } else { HASHED };
+            assert_eq!(key[PREFIX.len()], marker, "key of {length} bytes");
+        }
+        let (_, read, state) = stored_and_read(&BranchKey::Unbranched, b"s");
+        assert_eq!((read, state), (BranchKey::Unbranched, b"s".to_vec()));
+    }
+
+    #[test]
+    fn a_long_keys_deletion_hits_its_stored_entry_and_a_mismatched_entry_is_refused() {
+        let branch = BranchKey::Key(KeyBytes::new(&[7; 1_000]));
+        let (put, value) = stored_entry(PREFIX, &branch, b"state".to_vec());
+        let (delete, nothing) = stored_entry(PREFIX, &branch, Vec::new());
+        assert_eq!(put, delete);
+        assert!(nothing.is_empty(), "an empty value deletes");
+        // Another branch's key inside the value (a corrupt or colliding entry) is not read.
+        let other = BranchKey::Key(KeyBytes::new(&[8; 1_000]));
+        let (_, other_value) = stored_entry(PREFIX, &other, b"state".to_vec());
+        assert!(read_entry(&put[PREFIX.len()..], &other_value).is_none());
+        assert!(read_entry(&put[PREFIX.len()..], &value[..10]).is_none());
+        assert!(read_entry(b"?unknown", b"").is_none());
     }
 }
