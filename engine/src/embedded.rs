@@ -103,6 +103,7 @@ impl EmbeddedNode {
             session_addr: config.session_addr,
             data_dir: config.data_dir.clone(),
             listeners: config.listeners.clone(),
+            state_map_bytes: crate::runtime::state_store::DEFAULT_STATE_MAP_BYTES,
         })?);
         control.attach_data_plane(data_plane.clone()).await;
         Ok(EmbeddedNode {

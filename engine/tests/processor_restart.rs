@@ -356,6 +356,73 @@ fn windows_of_branch_keys_longer_than_a_store_key_survive_a_crash() {
     assert_eq!(records, expected);
 }
 
+/// A store too small for a window's snapshot (`--state-map-bytes`): the commit fails and is
+/// counted, and the rows it held stay unacknowledged — their batches do not complete — until
+/// a rewrite fits: once the window emitted and its state left, the next snapshot (its
+/// deletion) is written and every batch completes.
+#[test]
+fn rows_whose_snapshot_did_not_fit_the_store_are_acknowledged_once_a_rewrite_fits() {
+    const BATCHES: i64 = 4;
+    const ROWS_PER_BATCH: i64 = 40_000;
+    let dir = support::scratch_dir("window-store-full");
+    let node = Node::start_on(
+        &dir,
+        support::free_addr(),
+        support::free_addr(),
+        &["--state-map-bytes", "1048576"],
+    );
+    define(&mut node.admin(), WINDOW_GRAPH);
+    let rt = runtime();
+    // Credit for every batch at once: none waits for another's acknowledgement.
+    let (_session, mut input, mut out) = rt.block_on(async {
+        let session = Session::connect(node.session).await.expect("session");
+        let out = consumer(&session, "cases", "rows_out", 16).await;
+        let spec = fields(&[("tenant", "STRING"), ("value", "I64")]);
+        let input = producer(&session, "cases", "rows_in", spec, 16, 64 << 20).await;
+        (session, input, out)
+    });
+    // 160,000 retained rows: a window snapshot of several MiB.
+    let mut submitted = Vec::new();
+    for batch in 0..BATCHES {
+        let rows: Vec<(&str, i64)> = (0..ROWS_PER_BATCH)
+            .map(|row| ("acme", batch * ROWS_PER_BATCH + row))
+            .collect();
+        submitted.push(rt.block_on(input.submit(&readings(&rows))).expect("submit"));
+    }
+    rt.block_on(async {
+        // The session's I/O runs on this runtime: wait here, not beside it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(8);
+        loop {
+            let metrics = http_get(node.metrics, "/metrics");
+            if shard_sum(&metrics, "nervix_snapshot_failed_total") > 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{metrics}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let records = receive(&mut out, 1, 30).await;
+        let rows = BATCHES * ROWS_PER_BATCH;
+        let total = rows * (rows - 1) / 2;
+        assert_eq!(
+            records,
+            vec![serde_json::json!({"tenant": "acme", "n": rows, "total": total, "low": 0})]
+        );
+        let mut completed_batches = Vec::new();
+        while completed_batches.len() < submitted.len() {
+            let (seq, outcome) =
+                tokio::time::timeout(Duration::from_secs(15), input.next_outcome())
+                    .await
+                    .expect("every batch completes once a rewrite fits")
+                    .expect("producer healthy")
+                    .expect("producer open");
+            assert_eq!(outcome, Outcome::Completed);
+            completed_batches.push(seq);
+        }
+        completed_batches.sort_unstable();
+        assert_eq!(completed_batches, submitted);
+    });
+}
+
 /// The sum of a per-shard counter's samples (`name{shard="…"} value` lines).
 fn shard_sum(metrics: &str, name: &str) -> u64 {
     let prefix = format!("{name}{{");

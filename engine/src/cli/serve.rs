@@ -94,6 +94,24 @@ pub struct ServeArguments {
     /// Longest a graceful stop waits for sinks to confirm buffered rows, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     drain_timeout_ms: u64,
+    /// The most runtime state (processor snapshots, Kafka offsets) the node keeps on disk, in
+    /// bytes (at least 1 MiB); a snapshot that would outgrow it is not written, and the rows it
+    /// holds stay unacknowledged until one fits (`nervix_snapshot_failed_total`).
+    #[arg(long, value_name = "BYTES", default_value_t = nervix::runtime::state_store::DEFAULT_STATE_MAP_BYTES,
+          value_parser = state_map_bytes)]
+    state_map_bytes: usize,
+}
+
+/// Parses `--state-map-bytes`, refusing less than the store's minimum.
+fn state_map_bytes(text: &str) -> Result<usize, String> {
+    let bytes: usize = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a byte count"))?;
+    let least = nervix::runtime::state_store::MIN_STATE_MAP_BYTES;
+    if bytes < least {
+        return Err(format!("{bytes} bytes is less than the least, {least}"));
+    }
+    Ok(bytes)
 }
 
 /// Logs go to stderr; `NERVIX_LOG` (an env-filter, e.g. `debug` or `nervix=trace`) overrides
@@ -201,6 +219,7 @@ async fn serve(arguments: &ServeArguments) -> anyhow::Result<Status> {
                 https_addr: Some(arguments.https_addr),
                 max_body_bytes: arguments.max_body_bytes,
             },
+            state_map_bytes: arguments.state_map_bytes,
         })
         .context("cannot start the data plane")?,
     );

@@ -82,6 +82,9 @@ pub struct DataPlaneConfig {
     pub data_dir: PathBuf,
     /// HTTP / HTTPS listeners for endpoint ingestors (port 0 picks a free port).
     pub listeners: http::DataListeners,
+    /// The most runtime state (snapshots, offsets) the node stores
+    /// ([`state_store::DEFAULT_STATE_MAP_BYTES`]).
+    pub state_map_bytes: usize,
 }
 
 /// How the shards use their machine; the defaults suit a dedicated host.
@@ -176,7 +179,7 @@ impl DataPlane {
             nervix_shards::workers::WorkerClass::extension(cores)
                 .map_err(|e| DataPlaneError::Connectors(format!("extension workers: {e}")))?,
         );
-        let state = state_store::RuntimeState::open(&config.data_dir)?;
+        let state = state_store::RuntimeState::open(&config.data_dir, config.state_map_bytes)?;
         let services = driver::NodeServices {
             data_dir,
             listeners: listeners.clone(),

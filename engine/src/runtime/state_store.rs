@@ -58,9 +58,14 @@ pub const STATE_QUEUE_SNAPSHOTS: usize = 256;
 /// Snapshots the writer commits in one transaction at most: those that queued while its last
 /// commit synced, so a slow sync is paid once per group rather than once per snapshot.
 pub const MAX_SNAPSHOTS_PER_COMMIT: usize = 64;
-/// The LMDB map size: offsets are a few bytes per partition; processor snapshots are bounded
-/// by their processors' state caps.
-const MAP_SIZE_BYTES: usize = 4 << 30;
+/// The LMDB map size by default (`nervix serve --state-map-bytes`): the most runtime state
+/// the store holds. Offsets are a few bytes per partition; processor snapshots are bounded by
+/// their processors' state caps. A commit that would outgrow it fails (counted in
+/// `nervix_snapshot_failed_total`, logged) and its rows wait, unacknowledged, for a rewrite
+/// that fits.
+pub const DEFAULT_STATE_MAP_BYTES: usize = 4 << 30;
+/// The smallest map size accepted.
+pub const MIN_STATE_MAP_BYTES: usize = 1 << 20;
 /// The directory under the data dir.
 const STATE_DIR: &str = "runtime-state";
 
@@ -157,6 +162,7 @@ fn bounded_prefix(kind: &str, domain: &str, node: &str) -> String {
 #[allow(clippy::type_complexity)]
 fn open_env(
     dir: &Path,
+    map_bytes: usize,
 ) -> Result<
     (
         Env<WithoutTls>,
@@ -170,7 +176,7 @@ fn open_env(
         source,
     };
     let mut options = EnvOpenOptions::new().read_txn_without_tls();
-    options.map_size(MAP_SIZE_BYTES).max_dbs(2);
+    options.map_size(map_bytes).max_dbs(2);
     // SAFETY: heed marks opening unsafe because the memory map is undefined behaviour if the
     // file is modified other than through LMDB. This directory belongs to this store alone
     // (one environment per process; LMDB's lock file coordinates processes), no unsafe flags
@@ -201,7 +207,8 @@ pub struct BackupSummary {
 
 /// Counts what the environment in `dir` holds; returns it open for further use.
 fn summarize(dir: &Path) -> Result<(BackupSummary, Env<WithoutTls>), StateStoreError> {
-    let (env, offsets, processors) = open_env(dir)?;
+    // LMDB grows a smaller map to the size of the file it opens.
+    let (env, offsets, processors) = open_env(dir, MIN_STATE_MAP_BYTES)?;
     let lmdb = |source| StateStoreError::Lmdb {
         dir: dir.to_path_buf(),
         source,
@@ -272,14 +279,15 @@ pub fn kafka_key(domain: &str, ingestor: &str) -> String {
 }
 
 impl RuntimeState {
-    /// Opens (creating) the store under `data_dir` and starts its writer thread.
-    pub fn open(data_dir: &Path) -> Result<Arc<RuntimeState>, StateStoreError> {
+    /// Opens (creating) the store under `data_dir`, holding at most `map_bytes`
+    /// ([`DEFAULT_STATE_MAP_BYTES`]), and starts its writer thread.
+    pub fn open(data_dir: &Path, map_bytes: usize) -> Result<Arc<RuntimeState>, StateStoreError> {
         let dir = data_dir.join(STATE_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| StateStoreError::Io {
             dir: dir.clone(),
             source,
         })?;
-        let (env, offsets, processors) = open_env(&dir)?;
+        let (env, offsets, processors) = open_env(&dir, map_bytes.max(MIN_STATE_MAP_BYTES))?;
         let (queue, snapshots) = async_channel::bounded::<Snapshot>(STATE_QUEUE_SNAPSHOTS);
         let writer_env = env.clone();
         let writer = std::thread::Builder::new()
@@ -571,13 +579,13 @@ mod tests {
         let key = kafka_key("shop", "orders_in");
         let other = kafka_key("shop", "orders_in2");
         {
-            let state = RuntimeState::open(&dir).expect("open");
+            let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("open");
             assert!(state.save_kafka_offsets(&key, vec![(0, 10), (1, 20), (2, 30)]));
             assert!(state.save_kafka_offsets(&other, vec![(0, 99)]));
             assert!(state.save_kafka_offsets(&key, vec![(0, 11), (1, 21)]));
             state.close();
         }
-        let state = RuntimeState::open(&dir).expect("reopen");
+        let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("reopen");
         assert_eq!(
             state.kafka_offsets(&key).expect("read"),
             vec![(0, 11), (1, 21), (2, 30)]
@@ -590,7 +598,7 @@ mod tests {
     #[test]
     fn queued_processor_snapshots_commit_in_order_and_every_ticket_comes_back() {
         let dir = scratch_dir("nervix-state-group");
-        let state = RuntimeState::open(&dir).expect("open");
+        let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("open");
         let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING);
         // Offered back to back, most queue while the writer syncs an earlier commit and are
         // committed together; the store must end as the snapshots applied one by one would
@@ -637,7 +645,7 @@ mod tests {
     #[test]
     fn a_stopping_domains_state_commits_after_every_snapshot_queued_before_it() {
         let dir = scratch_dir("nervix-state-stop");
-        let state = RuntimeState::open(&dir).expect("open");
+        let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("open");
         let (done_tx, done_rx) = async_channel::bounded(MAX_PENDING);
         // A writer busy with large snapshots, then a periodic snapshot of the branch's older
         // state still queued when the domain stops and writes its last state.
@@ -677,7 +685,7 @@ mod tests {
     #[test]
     fn a_snapshot_that_cannot_commit_comes_back_failed_without_holding_back_the_others() {
         let dir = scratch_dir("nervix-state-fail");
-        let state = RuntimeState::open(&dir).expect("open");
+        let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("open");
         assert_eq!(
             state.env.max_key_size(),
             MAX_STORED_KEY_BYTES,
@@ -737,7 +745,7 @@ mod tests {
     fn a_stops_offsets_are_kept_with_the_writer_running_or_stopped() {
         let dir = scratch_dir("nervix-state-offs");
         let key = kafka_key("shop", "orders_in");
-        let state = RuntimeState::open(&dir).expect("open");
+        let state = RuntimeState::open(&dir, DEFAULT_STATE_MAP_BYTES).expect("open");
         state
             .save_kafka_offsets_waiting(&key, vec![(0, 5), (1, 6)])
             .expect("offered");
