@@ -31,6 +31,10 @@
 //!   passed every check above is refused as [`BatchDefect::Malformed`] rather than taking the
 //!   session's thread down. (The panic hook still prints it; that print is a bug report.)
 //!
+//! [`decode_stream`] reads a stream of any number of batches under its own schema through the
+//! same framing, header checks, validation and `catch_unwind`, for IPC a node wrote itself and
+//! reads back from disk (processor snapshots), where damage must be refused, not panic.
+//!
 //! When a batch has several defects the first one found in stream order is reported: size,
 //! then each message in turn (framing, kind, compression, schema), then the batch count and
 //! trailing data, then rows, then the column data.
@@ -258,14 +262,97 @@ pub fn validate_batch(
             max_rows: limits.max_rows,
         });
     }
-    check_batch_header(&header, body.len(), expected, version)?;
+    decode_record_batch(header, body, expected, version)
+}
 
+/// Decodes an Arrow IPC stream of any number of record batches under its own schema, with
+/// the checks [`validate_batch`] makes of its one batch: framing, a little-endian schema
+/// first, uncompressed record batches only (no dictionaries), every batch header checked
+/// before arrow decodes it, every column validated. For streams a node wrote itself and reads
+/// back from disk (processor snapshots): one damaged on disk is refused, never a panic.
+pub fn decode_stream(bytes: &[u8]) -> Result<Vec<RecordBatch>, BatchDefect> {
+    let mut pos = 0usize;
+    let mut schema: Option<SchemaRef> = None;
+    let mut batches = Vec::new();
+    while let Some((message, body)) = next_frame(bytes, &mut pos)? {
+        let version = message.version();
+        if version < MetadataVersion::V4 || version > MetadataVersion::V5 {
+            return Err(malformed(format!(
+                "a message has metadata version {version:?}, only V4 and V5 are read"
+            )));
+        }
+        match (
+            &schema,
+            message.header_as_schema(),
+            message.header_as_record_batch(),
+        ) {
+            (None, Some(header), _) => {
+                if !body.is_empty() || header.endianness() != Endianness::Little {
+                    return Err(malformed(
+                        "the schema message is not a little-endian schema",
+                    ));
+                }
+                let read = try_fb_to_schema(header)
+                    .map_err(|e| malformed(format!("the schema message is invalid: {e}")))?;
+                schema = Some(SchemaRef::new(read));
+            }
+            (Some(schema), None, Some(header)) => {
+                if header.compression().is_some() {
+                    return Err(BatchDefect::Compressed(format!(
+                        "record batch {} is compressed",
+                        batches.len()
+                    )));
+                }
+                if header.length() < 0 {
+                    return Err(malformed(format!(
+                        "record batch {} declares {} rows",
+                        batches.len(),
+                        header.length()
+                    )));
+                }
+                batches.push(decode_record_batch(header, body, schema, version)?);
+            }
+            _ => {
+                return Err(BatchDefect::UnexpectedMessage(format!(
+                    "{} where {} is expected",
+                    header_name(message.header_type()),
+                    if schema.is_none() {
+                        "the schema"
+                    } else {
+                        "a record batch"
+                    }
+                )))
+            }
+        }
+    }
+    if schema.is_none() {
+        return Err(malformed("the stream ends before its schema message"));
+    }
+    if pos != bytes.len() {
+        return Err(malformed(format!(
+            "{} bytes follow the end-of-stream marker",
+            bytes.len() - pos
+        )));
+    }
+    Ok(batches)
+}
+
+/// Decodes one record batch whose header and body were framed by [`next_frame`]: the header
+/// is checked against `schema` first, arrow validates every column, and a panic inside arrow
+/// on input that passed every check is refused as malformed (module docs).
+fn decode_record_batch(
+    header: arrow_ipc::RecordBatch<'_>,
+    body: &[u8],
+    schema: &SchemaRef,
+    version: MetadataVersion,
+) -> Result<RecordBatch, BatchDefect> {
+    check_batch_header(&header, body.len(), schema, version)?;
     let body = Buffer::from(body);
     let decoded = catch_unwind(AssertUnwindSafe(|| {
         read_record_batch(
             &body,
             header,
-            SchemaRef::clone(expected),
+            SchemaRef::clone(schema),
             &HashMap::new(),
             None,
             &version,

@@ -606,3 +606,32 @@ fn split_batches(name: &str, bytes: &[u8], counts: &mut BTreeMap<&'static str, u
         *counts.entry(word).or_default() += 1;
     }
 }
+
+/// `decode_stream` (processor snapshots read back from disk): a stream of several batches
+/// decodes to exactly them, and no damaged copy — torn, or one byte complemented — panics;
+/// every torn one is refused.
+#[test]
+fn a_stream_of_batches_decodes_and_damage_is_refused_never_a_panic() {
+    let batch = every_type_batch();
+    let mut bytes = Vec::new();
+    {
+        let mut writer = StreamWriter::try_new(&mut bytes, &batch.schema()).expect("writer");
+        writer.write(&batch).expect("first");
+        writer.write(&batch.slice(1, 1)).expect("second");
+        writer.finish().expect("finish");
+    }
+    let decoded = nervix_net::batch::decode_stream(&bytes).expect("decodes");
+    assert_eq!(decoded, vec![batch.clone(), batch.slice(1, 1)]);
+    let mut decoded_damaged = 0usize;
+    for at in 0..bytes.len() {
+        assert!(
+            nervix_net::batch::decode_stream(&bytes[..at]).is_err(),
+            "a stream torn at byte {at} was read"
+        );
+        let mut flipped = bytes.clone();
+        flipped[at] = !flipped[at];
+        decoded_damaged += usize::from(nervix_net::batch::decode_stream(&flipped).is_ok());
+    }
+    // Most flipped bytes sit in value buffers, where any value is valid.
+    assert!(decoded_damaged > 0 && decoded_damaged < bytes.len());
+}

@@ -326,6 +326,29 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_snapshot_is_refused_or_read_never_a_panic() {
+        let [left, right] = schemas();
+        let mut state = BranchState::new(&[left.clone(), right.clone()]);
+        add_left(
+            &mut state.sides_mut()[0],
+            &[
+                ("o1", Some(1), 1, None, None, false),
+                ("o2", None, 2, None, None, true),
+            ],
+        );
+        let (bytes, _) = snapshot_branch(&mut state, 7, [Some(4), None]).expect("snapshot");
+        for (torn, damaged) in super::super::state_codec::damaged_copies(&bytes) {
+            let Ok(restored) = restore_branch(&damaged, 7, &[left.clone(), right.clone()]) else {
+                continue;
+            };
+            assert!(!torn, "a torn snapshot of {} bytes was read", damaged.len());
+            // What was read is a branch the runtime can go on with: it snapshots again.
+            let mut branch = restored.state;
+            snapshot_branch(&mut branch, 7, restored.watermarks_ns).expect("snapshots again");
+        }
+    }
+
+    #[test]
     fn another_model_or_damaged_bytes_are_refused() {
         let [left, right] = schemas();
         let mut state = BranchState::new(&[left.clone(), right.clone()]);

@@ -221,6 +221,25 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_snapshot_is_refused_or_read_never_a_panic() {
+        let mut space = Keyspace::default();
+        space.admit(3, 30);
+        space.admit(9, 40);
+        let bytes = space.snapshot(7);
+        for (torn, damaged) in super::super::state_codec::damaged_copies(&bytes) {
+            let Some(restored) = Keyspace::from_snapshot(&damaged, 7) else {
+                continue;
+            };
+            assert!(!torn, "a torn snapshot of {} bytes was read", damaged.len());
+            assert_eq!(
+                restored.entries().count(),
+                2,
+                "a flipped byte keeps the count"
+            );
+        }
+    }
+
+    #[test]
     fn restored_keys_expire_from_their_archived_sighting() {
         let mut space = Keyspace::default();
         space.restore(1, 10);

@@ -203,6 +203,40 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_snapshot_is_refused_or_read_never_a_panic() {
+        let mut buffer = OrderBuffer::default();
+        hold(
+            &mut buffer,
+            &[(Some("acme"), 3), (None, 1)],
+            Some(&[30, 10]),
+            100,
+            run(1, 2),
+        );
+        let (bytes, _) = snapshot_buffer(&mut buffer, 9).expect("snapshot");
+        for (torn, damaged) in super::super::state_codec::damaged_copies(&bytes) {
+            let Ok(mut restored) = restore_buffer(&damaged, 9, &schema(), 1) else {
+                continue;
+            };
+            assert!(!torn, "a torn snapshot of {} bytes was read", damaged.len());
+            // What was read can be released whole, as a stop's pause would.
+            let released: usize = restored
+                .release(0, 0, true)
+                .expect("release")
+                .iter()
+                .map(|piece| piece.columns[1].len())
+                .sum();
+            assert_eq!(released, restored_rows(&damaged));
+        }
+    }
+
+    /// The rows a restorable snapshot holds, read again.
+    fn restored_rows(bytes: &[u8]) -> usize {
+        restore_buffer(bytes, 9, &schema(), 1)
+            .expect("restore")
+            .held_rows()
+    }
+
+    #[test]
     fn rows_with_and_without_units_leave_in_order_as_separate_pieces() {
         let mut buffer = OrderBuffer::default();
         hold(&mut buffer, &[(Some("a"), 4)], None, 10, run(1, 1));

@@ -4,9 +4,13 @@
 //!
 //! Why it is correct: every variable-length part is written behind its exact length, and the
 //! [`Cursor`] checks each read against what is left, so a truncated or foreign value is refused
-//! as [`SnapshotError::Malformed`] instead of being misread. Columns travel as one IPC record
-//! batch whose fields are named by position and nullable, so any column (nulls, nested types,
-//! dictionaries) survives as it was; the caller checks the decoded types against its model.
+//! as [`SnapshotError::Malformed`] instead of being misread. The IPC streams are read by
+//! `nervix_net::batch::decode_stream`, which checks every batch header and column before arrow
+//! slices them (arrow's own reader panics on a buffer range outside the body): a value damaged
+//! on disk is refused, never a panic (`damaged_copies` in the tests). Columns travel as one
+//! IPC record batch whose fields are named by position and nullable, so any column (nulls,
+//! nested types) survives as it was; the caller checks the decoded types against its model.
+//! (No NSPL type maps to an Arrow dictionary, and `decode_stream` reads none.)
 
 use std::sync::Arc;
 
@@ -139,8 +143,7 @@ impl<'a> Cursor<'a> {
         let len = self.u32()?;
         let ipc = self.take(len)?;
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(width);
-        for batch in arrow_ipc::reader::StreamReader::try_new(ipc, None)? {
-            let batch = batch?;
+        for batch in nervix_net::batch::decode_stream(ipc)? {
             if batch.num_rows() != rows || !columns.is_empty() {
                 return Err(SnapshotError::Malformed);
             }
@@ -156,4 +159,19 @@ impl<'a> Cursor<'a> {
     pub fn is_done(&self) -> bool {
         self.at == self.bytes.len()
     }
+}
+
+/// Every damaged copy of `bytes` a torn write or a bad disk could leave, each marked torn
+/// (a strict prefix) or not (one byte replaced by its complement): the snapshot decoders'
+/// tests restore them all, since a shard restores whatever its store holds and must refuse
+/// what it cannot read rather than panic.
+#[cfg(test)]
+pub fn damaged_copies(bytes: &[u8]) -> impl Iterator<Item = (bool, Vec<u8>)> + '_ {
+    let torn = (0..bytes.len()).map(|length| (true, bytes[..length].to_vec()));
+    let flipped = (0..bytes.len()).map(|at| {
+        let mut copy = bytes.to_vec();
+        copy[at] = !copy[at];
+        (false, copy)
+    });
+    torn.chain(flipped)
 }

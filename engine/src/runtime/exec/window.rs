@@ -118,6 +118,8 @@ pub enum SnapshotError {
     Version { found: u8 },
     #[error("the snapshot's retained rows cannot be decoded: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
+    #[error("the snapshot's rows are damaged: {0}")]
+    Rows(#[from] nervix_net::batch::BatchDefect),
     #[error(
         "the snapshot was taken under another processor model (input schema or expressions changed)"
     )]
@@ -581,8 +583,7 @@ fn read_runs(ipc: &[u8]) -> Result<Vec<RecordBatch>, SnapshotError> {
     if ipc.is_empty() {
         return Ok(Vec::new());
     }
-    let reader = arrow_ipc::reader::StreamReader::try_new(ipc, None)?;
-    Ok(reader.collect::<Result<Vec<_>, _>>()?)
+    Ok(nervix_net::batch::decode_stream(ipc)?)
 }
 
 #[cfg(test)]
@@ -689,21 +690,48 @@ mod tests {
         assert!(WindowState::restore(&plan, &bytes).unwrap().is_stored());
     }
 
-    #[test]
-    fn a_version_3_snapshot_is_read_back() {
-        let plan = times_only_plan();
-        let state = two_runs(&plan);
-        let current = state.encode(&plan, &mut None).unwrap();
-        // Version 3: the same header and run lengths, then the IPC stream without an
-        // encoding byte.
+    /// `state`'s snapshot in version 3: the same header and run lengths, then the IPC stream
+    /// without an encoding byte.
+    fn version_3(plan: &WindowPlan, state: &WindowState) -> Vec<u8> {
+        let current = state.encode(plan, &mut None).unwrap();
         let mut stream = Vec::new();
         state.write_ipc(&mut stream, &mut None).unwrap();
         let mut old = current[..ENCODING_AT].to_vec();
         old[0] = SNAPSHOT_VERSION_IPC_ONLY;
         old.extend_from_slice(&(stream.len() as u32).to_le_bytes());
         old.extend_from_slice(&stream);
-        let restored = WindowState::restore(&plan, &old).unwrap();
-        assert_eq!(restored.encode(&plan, &mut None).unwrap(), current);
+        old
+    }
+
+    #[test]
+    fn a_version_3_snapshot_is_read_back() {
+        let plan = times_only_plan();
+        let state = two_runs(&plan);
+        let restored = WindowState::restore(&plan, &version_3(&plan, &state)).unwrap();
+        assert_eq!(
+            restored.encode(&plan, &mut None).unwrap(),
+            state.encode(&plan, &mut None).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused_or_read_never_a_panic() {
+        let plan = times_only_plan();
+        let state = two_runs(&plan);
+        let plain = state.encode(&plan, &mut None).unwrap();
+        for bytes in [plain, version_3(&plan, &state)] {
+            for (torn, damaged) in super::super::state_codec::damaged_copies(&bytes) {
+                let Ok(restored) = WindowState::restore(&plan, &damaged) else {
+                    continue;
+                };
+                assert!(!torn, "a torn snapshot of {} bytes was read", damaged.len());
+                // What was read is a window the runtime can go on with: it encodes to a
+                // snapshot that reads back the same.
+                let again = restored.encode(&plan, &mut None).unwrap();
+                let reread = WindowState::restore(&plan, &again).unwrap();
+                assert_eq!(reread.encode(&plan, &mut None).unwrap(), again);
+            }
+        }
     }
 
     #[test]
