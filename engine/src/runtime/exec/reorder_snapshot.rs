@@ -153,6 +153,19 @@ mod tests {
         );
     }
 
+    /// A buffer holding (acme, 3) at 30 and (null, 1) at 10, arrived at 100, one payload.
+    fn two_timed_rows() -> OrderBuffer {
+        let mut buffer = OrderBuffer::default();
+        hold(
+            &mut buffer,
+            &[(Some("acme"), 3), (None, 1)],
+            Some(&[30, 10]),
+            100,
+            run(1, 2),
+        );
+        buffer
+    }
+
     fn ints(array: &ArrayRef) -> Vec<i64> {
         array
             .as_any()
@@ -164,14 +177,7 @@ mod tests {
 
     #[test]
     fn held_rows_round_trip_and_leave_in_by_order_without_units() {
-        let mut buffer = OrderBuffer::default();
-        hold(
-            &mut buffer,
-            &[(Some("acme"), 3), (None, 1)],
-            Some(&[30, 10]),
-            100,
-            run(1, 2),
-        );
+        let mut buffer = two_timed_rows();
         hold(
             &mut buffer,
             &[(Some("acme"), 2)],
@@ -204,14 +210,7 @@ mod tests {
 
     #[test]
     fn a_damaged_snapshot_is_refused_or_read_never_a_panic() {
-        let mut buffer = OrderBuffer::default();
-        hold(
-            &mut buffer,
-            &[(Some("acme"), 3), (None, 1)],
-            Some(&[30, 10]),
-            100,
-            run(1, 2),
-        );
+        let mut buffer = two_timed_rows();
         let (bytes, _) = snapshot_buffer(&mut buffer, 9).expect("snapshot");
         for (torn, damaged) in super::super::state_codec::damaged_copies(&bytes) {
             let Ok(mut restored) = restore_buffer(&damaged, 9, &schema(), 1) else {

@@ -446,6 +446,10 @@ impl WindowState {
         };
         let len = u32::from_le_bytes(take(4)?.try_into().unwrap_or([0; 4])) as usize;
         let body = take(len)?;
+        if at != bytes.len() {
+            // Bytes after the rows: not a snapshot this build wrote.
+            return Err(SnapshotError::Malformed);
+        }
         if encoding == RowsEncoding::Values as u8 {
             let mut values = body;
             for rows in rows {
@@ -749,6 +753,12 @@ mod tests {
         inconsistent[ENCODING_AT + 1..ENCODING_AT + 5].copy_from_slice(&24u32.to_le_bytes());
         assert!(matches!(
             WindowState::restore(&plan, &inconsistent),
+            Err(SnapshotError::Malformed)
+        ));
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(matches!(
+            WindowState::restore(&plan, &trailing),
             Err(SnapshotError::Malformed)
         ));
         let mut unknown = bytes;
