@@ -237,6 +237,7 @@ pub async fn bench(settings: &OrderedSettings) -> anyhow::Result<Ordered> {
         json!(floor3(snapshot.encode_us as f64 / 1e6)),
     );
     extra.insert("snapshot_deferred".into(), json!(snapshot.deferred));
+    extra.insert("snapshot_failed".into(), json!(snapshot.failed));
     if measured.shard_cpu_s > 0.0 {
         extra.insert(
             "events_per_shard_cpu_s".into(),
