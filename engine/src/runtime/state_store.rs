@@ -418,11 +418,8 @@ impl RuntimeState {
             source,
         })?;
         // Written here: hand back its ticket as the writer would.
-        if let Snapshot::Processors(_, Some((done, ticket))) = snapshot {
-            let _ = done.try_send(TicketOutcome {
-                ticket,
-                durable: true,
-            });
+        if let Snapshot::Processors(_, Some(ticket)) = snapshot {
+            hand_back(ticket, true);
         }
         Ok(())
     }
@@ -481,12 +478,7 @@ fn commit_group(
             write_snapshots(env, offsets, processors, std::slice::from_ref(&snapshot))
         };
         match (written, snapshot) {
-            (Ok(()), Snapshot::Processors(_, Some((done, ticket)))) => {
-                let _ = done.try_send(TicketOutcome {
-                    ticket,
-                    durable: true,
-                });
-            }
+            (Ok(()), Snapshot::Processors(_, Some(ticket))) => hand_back(ticket, true),
             (Ok(()), _) => {}
             (Err(error), Snapshot::Offsets(prefix, _)) => {
                 tracing::error!("cannot persist runtime state {prefix}: {error}")
@@ -496,15 +488,18 @@ fn commit_group(
                     "cannot persist processor state ({} entries): {error}",
                     entries.len()
                 );
-                if let Some((done, ticket)) = ticket {
-                    let _ = done.try_send(TicketOutcome {
-                        ticket,
-                        durable: false,
-                    });
+                if let Some(ticket) = ticket {
+                    hand_back(ticket, false);
                 }
             }
         }
     }
+}
+
+/// Sends `ticket` back to its shard, marked `durable` or failed. The channel holds a slot for
+/// every ticket the shard has in flight, so the send does not find it full.
+fn hand_back((done, ticket): Ticket, durable: bool) {
+    let _ = done.try_send(TicketOutcome { ticket, durable });
 }
 
 /// Writes `snapshots` in order in one transaction.
