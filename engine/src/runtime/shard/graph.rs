@@ -31,6 +31,8 @@ mod generator;
 mod merged_delivery;
 mod output;
 mod snapshot;
+#[cfg(test)]
+mod test_driver;
 mod window_records;
 mod work;
 

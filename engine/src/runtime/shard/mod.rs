@@ -577,11 +577,12 @@ impl ShardState {
     pub fn next_wake_ns(&self) -> Option<u64> {
         let at = self.instant();
         let mut wake: Option<u64> = self.endpoint_deadline_ns();
+        // A snapshot not written is written again whatever changes (snapshots.rs).
+        if self.snapshots.owes_pass() || self.runs.values().any(|run| run.graph.work_changed()) {
+            let p = self.snapshots.next_due_ns();
+            wake = Some(wake.map_or(p, |w| w.min(p)));
+        }
         for run in self.runs.values() {
-            if run.graph.work_changed() {
-                let p = self.snapshots.next_due_ns();
-                wake = Some(wake.map_or(p, |w| w.min(p)));
-            }
             let (logical, physical) = run.graph.next_deadline();
             if let Some(p) = physical {
                 wake = Some(wake.map_or(p, |w| w.min(p)));

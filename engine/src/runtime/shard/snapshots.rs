@@ -7,11 +7,15 @@
 //! covered rows unacknowledged and no older queued state lands over its last one.
 //!
 //! A snapshot that was not written — the writer's queue was full, or its commit failed and its
-//! ticket came back marked so — leaves its rows and deletions carried: the next pass writes
-//! them with every state again (its states were marked clean when encoded, and a later
-//! snapshot may not cover them). A stop writes its domain's changed states; when a carried
-//! snapshot shows that an earlier one was not written, it writes every state of the domain
-//! and its carried deletions as well.
+//! ticket came back marked so — leaves its rows and deletions carried. At the next interval
+//! a rewrite round begins: its first pass writes the carried deletions, and its passes write
+//! every state again in slices (the states were marked clean when encoded, and a later
+//! snapshot may not cover them). The carried rows are acknowledged with the round's last
+//! pass: the writer commits tickets in order, so when that one is durable every state of the
+//! round is. A failure during the round starts another one at the next interval. A stop
+//! writes its domain's changed states; when a snapshot was not written and no round has
+//! rewritten everything since, it writes every state of the domain and its carried deletions
+//! as well.
 //!
 //! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
 //! interval (the states stay dirty and the next snapshot covers them). A pass encodes at most
@@ -35,10 +39,10 @@ use crate::runtime::state_store::{ProcessorEntry, TicketOutcome};
 pub const SNAPSHOT_INTERVAL_NS: u64 = 1_000_000_000;
 /// Snapshots handed to the writer and not yet durable, at most.
 pub const MAX_PENDING_SNAPSHOTS: usize = 64;
-/// Branch states one periodic pass encodes at most (a few µs each; in Nexmark q5, whose
-/// shard changes about 20,000 windows a second, snapshots took 12 % of the shard's time,
-/// roughly 0.1 s per one-second pass before passes were bounded). A rewrite of everything
-/// (after the writer refused a snapshot) and a stop's snapshot are not sliced.
+/// Branch states (and deletions) one periodic pass encodes at most (a few µs each; in
+/// Nexmark q5, whose shard changes about 20,000 windows a second, snapshots took 12 % of the
+/// shard's time, roughly 0.1 s per one-second pass before passes were bounded). A rewrite
+/// round is sliced the same way; a stop's snapshot is one pass.
 pub const MAX_ENTRIES_PER_PASS: usize = 1024;
 
 /// What a snapshot holds besides its states: the rows it covers and the entries it deletes.
@@ -46,6 +50,15 @@ pub const MAX_ENTRIES_PER_PASS: usize = 1024;
 struct Covered {
     acks: Vec<AckRun>,
     deletions: Vec<Vec<u8>>,
+    /// The rows a finished rewrite round covers: safe once this snapshot is durable unless
+    /// one not written was reported after the round began ([`RoundAcks`]).
+    round: Option<RoundAcks>,
+}
+
+/// The carried rows of a rewrite round and the failure count when it began.
+struct RoundAcks {
+    acks: Vec<AckRun>,
+    failures_at_start: u64,
 }
 
 impl Covered {
@@ -55,16 +68,23 @@ impl Covered {
             .filter(|(_, state)| state.is_empty())
             .map(|(key, _)| key.clone())
             .collect();
-        Covered { acks, deletions }
+        Covered {
+            acks,
+            deletions,
+            round: None,
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.acks.is_empty() && self.deletions.is_empty()
+        self.acks.is_empty() && self.deletions.is_empty() && self.round.is_none()
     }
 
     fn append(&mut self, other: Covered) {
         self.acks.extend(other.acks);
         self.deletions.extend(other.deletions);
+        if let Some(round) = other.round {
+            self.acks.extend(round.acks);
+        }
     }
 }
 
@@ -73,9 +93,15 @@ pub struct Snapshots {
     done_tx: async_channel::Sender<TicketOutcome>,
     done_rx: async_channel::Receiver<TicketOutcome>,
     pending: HashMap<u64, Covered>,
-    /// What snapshots that were not written covered: it rides with the next one, which
-    /// writes every state again (module docs).
+    /// What snapshots that were not written covered: its deletions go with the next pass,
+    /// which begins a rewrite round (module docs).
     carried: Covered,
+    /// While a rewrite round runs: the rows of the snapshots that were not written, which
+    /// its last pass covers.
+    rewrite: Option<RoundAcks>,
+    /// Snapshots not written so far (a round's rows wait for another round when one was
+    /// reported after it began).
+    failures: u64,
     next_ticket: u64,
     last_ns: u64,
     /// The last pass stopped at its budget: the next tick continues it.
@@ -92,6 +118,8 @@ impl Default for Snapshots {
             done_rx,
             pending: HashMap::new(),
             carried: Covered::default(),
+            rewrite: None,
+            failures: 0,
             next_ticket: 1,
             last_ns: 0,
             resume: false,
@@ -101,6 +129,95 @@ impl Default for Snapshots {
 }
 
 impl Snapshots {
+    /// Whether a pass is owed whatever changed: a snapshot was not written, or a rewrite
+    /// round is under way.
+    pub fn owes_pass(&self) -> bool {
+        !self.carried.is_empty() || self.rewrite.is_some()
+    }
+
+    /// Begins a periodic pass: the entries it starts with (carried deletions, which go
+    /// before any state it writes) and whether a rewrite round begins with it.
+    fn begin_pass(&mut self) -> (Vec<ProcessorEntry>, bool) {
+        let carried = std::mem::take(&mut self.carried);
+        let rewrite = !carried.is_empty();
+        if rewrite {
+            let round = self.rewrite.get_or_insert_with(|| RoundAcks {
+                acks: Vec::new(),
+                failures_at_start: 0,
+            });
+            round.acks.extend(carried.acks);
+            round.failures_at_start = self.failures;
+        }
+        let deletions = carried
+            .deletions
+            .into_iter()
+            .map(|key| (key, Vec::new()))
+            .collect();
+        (deletions, rewrite)
+    }
+
+    /// Ends a periodic pass: the rows of the rewrite round it finishes, if it does.
+    fn end_pass(&mut self, unfinished: bool) -> Option<RoundAcks> {
+        self.resume = unfinished;
+        if unfinished {
+            return None;
+        }
+        self.rewrite.take()
+    }
+
+    /// Hands a finished round's rows to the newest snapshot in flight (tickets come back in
+    /// the order they were offered, so when it is durable so is every pass of the round);
+    /// with none in flight, they are returned to be acknowledged now, or carried again
+    /// when a snapshot was not written since the round began.
+    fn hand_round_on(&mut self, round: RoundAcks) -> Vec<AckRun> {
+        let newest = self.pending.keys().max().copied();
+        if let Some(covered) = newest.and_then(|ticket| self.pending.get_mut(&ticket)) {
+            match &mut covered.round {
+                // An earlier round's rows ride on the same snapshot: the older start rules.
+                Some(held) => {
+                    held.acks.extend(round.acks);
+                    held.failures_at_start = held.failures_at_start.min(round.failures_at_start);
+                }
+                None => covered.round = Some(round),
+            }
+            return Vec::new();
+        }
+        self.release_round(round)
+    }
+
+    /// A finished round's rows once its passes are back: acknowledged when every snapshot
+    /// reported since it began was written, else carried into the next round.
+    fn release_round(&mut self, round: RoundAcks) -> Vec<AckRun> {
+        if self.failures == round.failures_at_start {
+            return round.acks;
+        }
+        self.carried.acks.extend(round.acks);
+        Vec::new()
+    }
+
+    /// A snapshot was not written (refused or failed): what it covered is carried, and the
+    /// pass under way stops (the next interval begins a rewrite round).
+    fn not_written(&mut self, covered: Covered) {
+        self.failures += 1;
+        self.carried.append(covered);
+        self.resume = false;
+    }
+
+    /// Takes a ticket the writer handed back: the rows to acknowledge now (those of a
+    /// durable snapshot), or None when it was not written.
+    fn settle(&mut self, outcome: TicketOutcome) -> Option<Vec<AckRun>> {
+        let mut covered = self.pending.remove(&outcome.ticket)?;
+        if !outcome.durable {
+            self.not_written(covered);
+            return None;
+        }
+        let mut acks = covered.acks;
+        if let Some(round) = covered.round.take() {
+            acks.extend(self.release_round(round));
+        }
+        Some(acks)
+    }
+
     /// When the next snapshot may run, physical ns: at once when a pass is unfinished and the
     /// writer has room for another ticket.
     pub fn next_due_ns(&self) -> u64 {
@@ -138,43 +255,40 @@ impl ShardState {
             self.snapshots.last_ns = physical_ns;
         }
         let encoding = Instant::now();
-        let carried = std::mem::take(&mut self.snapshots.carried);
-        let rewrite = !carried.is_empty();
-        // Carried deletions go first: a state written again in the same pass lands after them.
-        let mut entries: Vec<ProcessorEntry> = carried
-            .deletions
-            .into_iter()
-            .map(|key| (key, Vec::new()))
-            .collect();
-        let mut acks = carried.acks;
+        // Carried deletions go first: a state written again in the round lands after them.
+        let (mut entries, rewrite) = self.snapshots.begin_pass();
+        let mut acks: Vec<AckRun> = Vec::new();
         let mut unfinished = false;
         for run in self.runs.values_mut() {
-            let scope = if rewrite {
-                SnapshotScope::Every
-            } else {
-                SnapshotScope::RoundSlice(MAX_ENTRIES_PER_PASS.saturating_sub(entries.len()))
-            };
-            let pass = run.graph.snapshot_work(scope);
+            if rewrite {
+                run.graph.start_rewrite_round();
+            }
+            let budget = MAX_ENTRIES_PER_PASS.saturating_sub(entries.len());
+            let pass = run.graph.snapshot_work(SnapshotScope::RoundSlice(budget));
             entries.extend(pass.entries);
             acks.extend(pass.acks);
             unfinished |= pass.unfinished;
         }
-        self.snapshots.resume = unfinished;
+        let round = self.snapshots.end_pass(unfinished);
         if entries.is_empty() {
-            // No state is left to hold carried rows (their windows emitted, their branches
-            // left): nothing stands between them and their acknowledgement.
-            self.ack_runs(acks);
+            // Nothing to write (a pass covers rows only with the states it writes); a
+            // finished round's rows wait for the passes in flight, if any.
+            if let Some(round) = round {
+                let now = self.snapshots.hand_round_on(round);
+                self.ack_runs(now);
+            }
             return;
         }
         self.count_pass(&entries, encoding);
         let ticket = self.snapshots.next_ticket;
         self.snapshots.next_ticket += 1;
-        let covered = Covered::of(&entries, acks);
+        let mut covered = Covered::of(&entries, acks);
+        covered.round = round;
         if store.save_processor_state(entries, Some((self.snapshots.done_tx.clone(), ticket))) {
             self.snapshots.pending.insert(ticket, covered);
         } else {
-            // The writer is behind: keep what it covers, rewrite everything next time.
-            self.snapshots.carried = covered;
+            // The writer is behind: keep what it covers, rewrite everything next interval.
+            self.snapshots.not_written(covered);
             self.counters.snapshot.deferred += 1;
         }
     }
@@ -183,14 +297,11 @@ impl ShardState {
     /// a failed one's rows and deletions are carried into the next pass (module docs).
     fn settle_tickets(&mut self) {
         while let Ok(outcome) = self.snapshots.done_rx.try_recv() {
-            let Some(covered) = self.snapshots.pending.remove(&outcome.ticket) else {
-                continue;
-            };
-            if outcome.durable {
-                self.ack_runs(covered.acks);
-            } else {
-                self.counters.snapshot.failed += 1;
-                self.snapshots.carried.append(covered);
+            let durable = outcome.durable;
+            match self.snapshots.settle(outcome) {
+                Some(acks) => self.ack_runs(acks),
+                None if !durable => self.counters.snapshot.failed += 1,
+                None => {}
             }
         }
     }
@@ -222,7 +333,7 @@ impl ShardState {
         self.write_domain_state(domain, SnapshotScope::Changed, Vec::new());
         // The write waited for every snapshot queued before it, so their tickets are back.
         self.settle_tickets();
-        if self.snapshots.carried.is_empty() {
+        if !self.snapshots.owes_pass() {
             return;
         }
         let Some(run) = self.runs.get(domain) else {
@@ -273,5 +384,109 @@ impl ShardState {
         if let Some(run) = self.runs.get_mut(domain) {
             run.graph.restore_work(&store, shard, shards);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nervix_shards::ack::AckHandle;
+
+    use super::*;
+
+    /// The rows of payload `index` (one run of one row).
+    fn rows(index: u32) -> Vec<AckRun> {
+        vec![AckRun {
+            root: AckHandle {
+                index,
+                generation: 1,
+            },
+            rows: 1,
+        }]
+    }
+
+    /// A snapshot offered to the writer covering `acks` (and the deletion of `deleted`).
+    fn offer(snapshots: &mut Snapshots, acks: Vec<AckRun>, deleted: &[u8]) -> u64 {
+        let ticket = snapshots.next_ticket;
+        snapshots.next_ticket += 1;
+        let entries = vec![(deleted.to_vec(), Vec::new())];
+        snapshots
+            .pending
+            .insert(ticket, Covered::of(&entries, acks));
+        ticket
+    }
+
+    fn back(snapshots: &mut Snapshots, ticket: u64, durable: bool) -> Option<Vec<AckRun>> {
+        snapshots.settle(TicketOutcome { ticket, durable })
+    }
+
+    /// A snapshot fails; the rewrite round that follows takes two passes. Its first pass
+    /// starts with the failed snapshot's deletion; the failed snapshot's rows are
+    /// acknowledged only when the round's last pass is durable, never with an earlier one.
+    #[test]
+    fn a_rewrite_rounds_carried_rows_wait_for_its_last_pass() {
+        let mut snapshots = Snapshots::default();
+        let failed = offer(&mut snapshots, rows(1), b"gone");
+        assert_eq!(back(&mut snapshots, failed, false), None);
+        assert!(snapshots.owes_pass());
+        let (entries, rewrite) = snapshots.begin_pass();
+        assert!(rewrite);
+        assert_eq!(entries, vec![(b"gone".to_vec(), Vec::new())]);
+        assert!(snapshots.end_pass(true).is_none(), "the round goes on");
+        let first = offer(&mut snapshots, rows(2), b"a");
+        assert!(!snapshots.begin_pass().1, "no new round while one runs");
+        let round = snapshots.end_pass(false).expect("the round ends");
+        let last = offer(&mut snapshots, rows(3), b"b");
+        snapshots.pending.get_mut(&last).unwrap().round = Some(round);
+        assert_eq!(back(&mut snapshots, first, true), Some(rows(2)));
+        let mut acked = back(&mut snapshots, last, true).unwrap();
+        acked.sort_by_key(|run| run.root.index);
+        assert_eq!(acked, [rows(1), rows(3)].concat());
+        assert!(!snapshots.owes_pass());
+    }
+
+    /// A pass of the round is not written: the round's rows are not acknowledged with its
+    /// last pass but carried into the next round, with the failed pass's rows.
+    #[test]
+    fn a_round_with_a_pass_not_written_carries_its_rows_into_the_next() {
+        let mut snapshots = Snapshots::default();
+        let failed = offer(&mut snapshots, rows(1), b"gone");
+        back(&mut snapshots, failed, false);
+        snapshots.begin_pass();
+        assert!(snapshots.end_pass(true).is_none());
+        let first = offer(&mut snapshots, rows(2), b"a");
+        let round = snapshots.end_pass(false).expect("the round ends");
+        let last = offer(&mut snapshots, rows(3), b"b");
+        snapshots.pending.get_mut(&last).unwrap().round = Some(round);
+        assert_eq!(back(&mut snapshots, first, false), None);
+        assert_eq!(back(&mut snapshots, last, true), Some(rows(3)));
+        assert!(snapshots.owes_pass());
+        let (entries, rewrite) = snapshots.begin_pass();
+        assert!(rewrite, "another round begins");
+        assert_eq!(entries, vec![(b"a".to_vec(), Vec::new())]);
+        let mut carried = snapshots.end_pass(false).expect("it ends in one pass").acks;
+        carried.sort_by_key(|run| run.root.index);
+        assert_eq!(carried, [rows(1), rows(2)].concat());
+    }
+
+    /// A round whose last pass writes nothing: its rows wait for the newest snapshot in
+    /// flight, or are acknowledged at once when none is.
+    #[test]
+    fn a_round_that_ends_with_nothing_to_write_waits_for_the_passes_in_flight() {
+        let mut snapshots = Snapshots::default();
+        let failed = offer(&mut snapshots, rows(1), b"gone");
+        back(&mut snapshots, failed, false);
+        snapshots.begin_pass();
+        let in_flight = offer(&mut snapshots, rows(2), b"a");
+        let round = snapshots.end_pass(false).expect("the round ends");
+        assert!(snapshots.hand_round_on(round).is_empty());
+        let mut acked = back(&mut snapshots, in_flight, true).unwrap();
+        acked.sort_by_key(|run| run.root.index);
+        assert_eq!(acked, [rows(1), rows(2)].concat());
+
+        let failed = offer(&mut snapshots, rows(4), b"gone");
+        back(&mut snapshots, failed, false);
+        snapshots.begin_pass();
+        let round = snapshots.end_pass(false).expect("the round ends");
+        assert_eq!(snapshots.hand_round_on(round), rows(4));
     }
 }

@@ -92,7 +92,7 @@ fn read_entry<'a>(suffix: &[u8], value: &'a [u8]) -> Option<(BranchKey, &'a [u8]
 /// Which changed states a [`Graph::snapshot_work`] pass encodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotScope {
-    /// Every state (a rewrite after a snapshot that was not written).
+    /// Every state, in one pass (a stop after a snapshot that was not written).
     Every,
     /// Every state changed since its last snapshot, in one pass (a stop).
     Changed,
@@ -169,6 +169,20 @@ impl Graph {
         // them.
         self.work_changed = pass.unfinished || self.work.iter().any(WorkState::has_dirty);
         pass
+    }
+
+    /// Starts a round over every state, changed or not: a snapshot that was not written
+    /// marked its states clean when it encoded them, so they are written again. The
+    /// [`SnapshotScope::RoundSlice`] passes that follow take the round in slices, as they do
+    /// a round of changed states.
+    pub fn start_rewrite_round(&mut self) {
+        self.snapshot_round.clear();
+        for index in 0..self.plan.processors.len() {
+            let keys = self.work[index].keys(false);
+            self.snapshot_round
+                .extend(keys.into_iter().map(|key| (index, key)));
+        }
+        self.work_changed |= !self.snapshot_round.is_empty();
     }
 
     /// Whether `entry` (a full store key) holds state of one of this domain's processors.
@@ -415,5 +429,59 @@ mod tests {
         assert!(read_entry(&put[PREFIX.len()..], &other_value).is_none());
         assert!(read_entry(&put[PREFIX.len()..], &value[..10]).is_none());
         assert!(read_entry(b"?unknown", b"").is_none());
+    }
+
+    /// The keys of the window states one pass encoded (deletions excluded).
+    fn encoded(pass: &SnapshotPass) -> Vec<Vec<u8>> {
+        pass.entries
+            .iter()
+            .filter(|(_, state)| !state.is_empty())
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// A rewrite round (after a snapshot that was not written) takes every state again,
+    /// changed or not, each once, in slices of the pass budget.
+    #[test]
+    fn a_rewrite_round_takes_every_state_once_in_slices() {
+        use super::super::test_driver::Driver;
+        use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
+
+        const SENSORS: usize = 2_500;
+        const BUDGET: usize = 1_024;
+        let mut driver = Driver::new();
+        let names: Vec<String> = (0..SENSORS).map(|i| format!("s{i}")).collect();
+        let rows: Vec<(&str, i64)> = names.iter().map(|name| (name.as_str(), 1)).collect();
+        driver.send(&rows, 0);
+        // The reingestor's buffers flush, then the window admits every sensor's row.
+        for hop in 1..=2 {
+            driver.tick(2 * hop * IMMEDIATE_WINDOW_NS);
+        }
+        let round = |graph: &mut Graph| {
+            let mut passes = Vec::new();
+            loop {
+                let pass = graph.snapshot_work(SnapshotScope::RoundSlice(BUDGET));
+                let unfinished = pass.unfinished;
+                passes.push(encoded(&pass));
+                if !unfinished {
+                    return passes;
+                }
+            }
+        };
+        let graph = &mut driver.graph;
+        let sizes = |passes: &[Vec<Vec<u8>>]| passes.iter().map(Vec::len).collect::<Vec<_>>();
+        let changed = round(graph);
+        assert_eq!(sizes(&changed), [BUDGET, BUDGET, SENSORS - 2 * BUDGET]);
+        assert!(
+            sizes(&round(graph)).iter().all(|n| *n == 0),
+            "nothing changed since"
+        );
+        graph.start_rewrite_round();
+        let rewritten = round(graph);
+        assert_eq!(sizes(&rewritten), sizes(&changed));
+        let mut every: Vec<Vec<u8>> = rewritten.into_iter().flatten().collect();
+        every.sort();
+        every.dedup();
+        assert_eq!(every.len(), SENSORS, "each state once");
     }
 }
