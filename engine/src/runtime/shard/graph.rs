@@ -62,7 +62,7 @@ use crate::runtime::plan::{
 };
 pub use delivery_budget::DeliveryBudget;
 use flush_order::RouteFlush;
-pub use snapshot::SnapshotScope;
+pub use snapshot::{PassBudget, SnapshotScope};
 use work::{Kept, WorkState};
 
 /// Frames an emitter may hold flushed but not yet written before it stops taking input.

@@ -30,7 +30,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use super::graph::SnapshotScope;
+use super::graph::{PassBudget, SnapshotScope};
 use super::{cx, ShardState};
 use crate::runtime::frame::AckRun;
 use crate::runtime::state_store::{ProcessorEntry, TicketOutcome};
@@ -44,6 +44,10 @@ pub const MAX_PENDING_SNAPSHOTS: usize = 64;
 /// shard's time, roughly 0.1 s per one-second pass before passes were bounded). A rewrite
 /// round is sliced the same way; a stop's snapshot is one pass.
 pub const MAX_ENTRIES_PER_PASS: usize = 1024;
+/// Encoded bytes one periodic pass writes at most: large states (a window retaining millions
+/// of rows) end a pass early, so encoding them holds the shard about 10 ms at a time rather
+/// than for every large state of the round at once. A single state over it is written alone.
+pub const MAX_BYTES_PER_PASS: usize = 16 << 20;
 
 /// What a snapshot holds besides its states: the rows it covers and the entries it deletes.
 #[derive(Default)]
@@ -259,12 +263,21 @@ impl ShardState {
         let (mut entries, rewrite) = self.snapshots.begin_pass();
         let mut acks: Vec<AckRun> = Vec::new();
         let mut unfinished = false;
+        let mut written = 0usize;
         for run in self.runs.values_mut() {
             if rewrite {
                 run.graph.start_rewrite_round();
             }
-            let budget = MAX_ENTRIES_PER_PASS.saturating_sub(entries.len());
+            let budget = PassBudget {
+                states: MAX_ENTRIES_PER_PASS.saturating_sub(entries.len()),
+                bytes: MAX_BYTES_PER_PASS.saturating_sub(written),
+            };
             let pass = run.graph.snapshot_work(SnapshotScope::RoundSlice(budget));
+            written += pass
+                .entries
+                .iter()
+                .map(|(_, state)| state.len())
+                .sum::<usize>();
             entries.extend(pass.entries);
             acks.extend(pass.acks);
             unfinished |= pass.unfinished;

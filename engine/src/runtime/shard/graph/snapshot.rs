@@ -96,8 +96,17 @@ pub enum SnapshotScope {
     Every,
     /// Every state changed since its last snapshot, in one pass (a stop).
     Changed,
-    /// The next this many states of the current round (a periodic pass).
-    RoundSlice(usize),
+    /// The next states of the current round, within a budget (a periodic pass).
+    RoundSlice(PassBudget),
+}
+
+/// How much one [`SnapshotScope::RoundSlice`] pass encodes at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassBudget {
+    pub states: usize,
+    /// Encoded bytes: the pass ends once it has encoded this many (a state larger than the
+    /// whole budget is still encoded, alone or last in its pass).
+    pub bytes: usize,
 }
 
 /// What one [`Graph::snapshot_work`] pass encoded.
@@ -141,6 +150,7 @@ impl Graph {
         }
         let mut schema = None;
         if let SnapshotScope::RoundSlice(budget) = scope {
+            let mut bytes = 0usize;
             if self.snapshot_round.is_empty() {
                 for index in 0..plan.processors.len() {
                     let keys = self.work[index].keys(true);
@@ -148,11 +158,19 @@ impl Graph {
                         .extend(keys.into_iter().map(|key| (index, key)));
                 }
             }
-            for _ in 0..budget {
+            for _ in 0..budget.states {
+                if bytes >= budget.bytes {
+                    break;
+                }
                 let Some((index, key)) = self.snapshot_round.pop_front() else {
                     break;
                 };
+                let before = pass.entries.len();
                 self.snapshot_state(&plan, index, &key, &prefixes[index], &mut schema, &mut pass);
+                bytes += pass.entries[before..]
+                    .iter()
+                    .map(|(_, state)| state.len())
+                    .sum::<usize>();
             }
             pass.unfinished = !self.snapshot_round.is_empty();
         } else {
@@ -460,7 +478,11 @@ mod tests {
         let round = |graph: &mut Graph| {
             let mut passes = Vec::new();
             loop {
-                let pass = graph.snapshot_work(SnapshotScope::RoundSlice(BUDGET));
+                let budget = PassBudget {
+                    states: BUDGET,
+                    bytes: usize::MAX,
+                };
+                let pass = graph.snapshot_work(SnapshotScope::RoundSlice(budget));
                 let unfinished = pass.unfinished;
                 passes.push(encoded(&pass));
                 if !unfinished {
@@ -483,5 +505,35 @@ mod tests {
         every.sort();
         every.dedup();
         assert_eq!(every.len(), SENSORS, "each state once");
+    }
+
+    /// A pass ends once its encoded bytes reach the byte budget: each state here is larger
+    /// than a one-byte budget, so every pass encodes one state and the round takes them all.
+    #[test]
+    fn a_pass_ends_at_its_byte_budget() {
+        use super::super::test_driver::Driver;
+        use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
+
+        let mut driver = Driver::new();
+        let rows: Vec<(&str, i64)> = ["a", "b", "c", "d", "e"].iter().map(|s| (*s, 1)).collect();
+        driver.send(&rows, 0);
+        for hop in 1..=2 {
+            driver.tick(2 * hop * IMMEDIATE_WINDOW_NS);
+        }
+        let budget = PassBudget {
+            states: 1_024,
+            bytes: 1,
+        };
+        let mut passes = Vec::new();
+        loop {
+            let pass = driver
+                .graph
+                .snapshot_work(SnapshotScope::RoundSlice(budget));
+            passes.push(encoded(&pass).len());
+            if !pass.unfinished {
+                break;
+            }
+        }
+        assert_eq!(passes, [1, 1, 1, 1, 1]);
     }
 }
