@@ -350,10 +350,10 @@ fn windows_of_branch_keys_longer_than_a_store_key_survive_a_crash() {
     each_window_emits_after_a_crash(&mut node, &rt, &input_rows);
 }
 
-/// A store too small for a window's snapshot (`--state-map-bytes`): the commit fails and is
-/// counted, and the rows it held stay unacknowledged — their batches do not complete — until
-/// a rewrite fits: once the window emitted and its state left, the next snapshot (its
-/// deletion) is written and every batch completes.
+/// A store too small for a window's snapshot (`--state-map-bytes`): the deploy warns, the
+/// commit fails and is counted, and the rows it held stay unacknowledged — their batches do
+/// not complete — until a rewrite fits: once the window emitted and its state left, the next
+/// snapshot (its deletion) is written and every batch completes.
 #[test]
 fn rows_whose_snapshot_did_not_fit_the_store_are_acknowledged_once_a_rewrite_fits() {
     const BATCHES: i64 = 4;
@@ -415,6 +415,12 @@ fn rows_whose_snapshot_did_not_fit_the_store_are_acknowledged_once_a_rewrite_fit
         completed_batches.sort_unstable();
         assert_eq!(completed_batches, submitted);
     });
+    // The deploy said so: the window's branch cap (undeclared: 256 MiB) is over the store.
+    let log = node.log();
+    assert!(
+        log.contains("a window branch may hold more state than one snapshot can store"),
+        "{log}"
+    );
 }
 
 /// The sum of a per-shard counter's samples (`name{shard="…"} value` lines).

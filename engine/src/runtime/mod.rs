@@ -328,7 +328,10 @@ impl DataPlane {
                 }
             };
             match plan::build(domain, catalog, &self.data_dir, pace) {
-                Ok(plan) => reconcile.deploy.push((Arc::new(plan), change, deployed)),
+                Ok(plan) => {
+                    self.warn_unstorable_windows(&plan);
+                    reconcile.deploy.push((Arc::new(plan), change, deployed));
+                }
                 Err(error) => {
                     tracing::error!("domain '{name}' cannot run: {error}");
                     reconcile
@@ -345,6 +348,31 @@ impl DataPlane {
         reconcile.known = known;
         reconcile.bundles = tls_bundles(&catalog.global, &self.data_dir);
         reconcile
+    }
+
+    /// Warns of window processors whose branches may grow past the largest snapshot the
+    /// runtime state store takes (its map, `--state-map-bytes`, or one entry's bound).
+    fn warn_unstorable_windows(&self, plan: &plan::DomainPlan) {
+        let storable_bytes = self
+            .state
+            .map_bytes()
+            .min(exec::state_codec::MAX_ENCODED_BRANCH_BYTES) as u64;
+        let windows = plan
+            .processors
+            .iter()
+            .filter_map(|processor| match &processor.work {
+                plan::NodeWork::Window(window) => Some((processor.name.as_str(), window.as_ref())),
+                _ => None,
+            });
+        for (processor, cap_bytes) in plan::windows_over_storable(windows, storable_bytes) {
+            tracing::warn!(
+                domain = %plan.name,
+                %processor,
+                cap_bytes,
+                storable_bytes,
+                "a window branch may hold more state than one snapshot can store; once that large it is not snapshotted and its rows stay unacknowledged until its window emits (lower MAX STATE SIZE or raise --state-map-bytes)"
+            );
+        }
     }
 
     /// The clock of a started domain: the one this node already runs for its START, or one

@@ -424,6 +424,11 @@ impl RuntimeState {
         Ok(())
     }
 
+    /// The most bytes the store holds (its memory map).
+    pub fn map_bytes(&self) -> usize {
+        self.env.info().map_size
+    }
+
     /// Every stored branch entry under `prefix`: (the key after the prefix, the state).
     pub fn processor_state(&self, prefix: &str) -> Result<Vec<ProcessorEntry>, StateStoreError> {
         let lmdb = |source| StateStoreError::Lmdb {

@@ -22,7 +22,8 @@
 //! Memory: the state of a branch is the retained argument arrays (their logical Arrow bytes:
 //! a slice counts its own rows, not the buffer it shares with other branches) plus the fixed
 //! reservation of its sketches; MAX STATE SIZE refuses a batch that would exceed it, and
-//! a window without one is capped at [`UNDECLARED_STATE_CAP_BYTES`].
+//! a window without one is capped at
+//! [`UNDECLARED_STATE_CAP_BYTES`](crate::runtime::plan::UNDECLARED_STATE_CAP_BYTES).
 
 use std::collections::VecDeque;
 
@@ -36,9 +37,6 @@ use super::state_codec::put_u32;
 use crate::runtime::aggregate::{Accumulator, AggregateError};
 use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
-
-/// The per-branch state cap of a window that declares no MAX STATE SIZE.
-pub const UNDECLARED_STATE_CAP_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
 struct Retained {
@@ -188,8 +186,7 @@ impl WindowState {
 
     /// Whether adding `bytes` would take the branch over MAX STATE SIZE.
     pub fn would_exceed(&self, plan: &WindowPlan, bytes: u64) -> bool {
-        let cap = plan.max_state_bytes.unwrap_or(UNDECLARED_STATE_CAP_BYTES);
-        plan.reserved_bytes + self.bytes + bytes > cap
+        plan.reserved_bytes + self.bytes + bytes > plan.branch_cap_bytes()
     }
 
     /// Retains `rows` rows with their `times` and evaluated arguments.

@@ -56,7 +56,7 @@ pub use intake_codec::{IntakeCodec, IntakeDecoder};
 pub use kafka::{KafkaAck, KafkaOffsets, KafkaSinkPlan, KafkaSourcePlan, MAX_KAFKA_INSTANCES};
 pub use route::{BranchOut, ErrorPlan, ErrorSetPlan, RoutePlan, StateLayout};
 pub use row_body::RowBody;
-pub use window::{WindowCall, WindowPlan};
+pub use window::{windows_over_storable, WindowCall, WindowPlan, UNDECLARED_STATE_CAP_BYTES};
 pub use work::NodeWork;
 
 /// Index of a relay in [`DomainPlan::relays`].

@@ -38,6 +38,9 @@ pub struct WindowCall {
     pub args: Vec<Program>,
 }
 
+/// The per-branch state cap of a window that declares no MAX STATE SIZE.
+pub const UNDECLARED_STATE_CAP_BYTES: u64 = 256 * 1024 * 1024;
+
 /// How a window processor runs (spec "Window processor").
 pub struct WindowPlan {
     pub width_ns: u64,
@@ -55,6 +58,30 @@ pub struct WindowPlan {
     pub reserved_bytes: u64,
     /// Identifies the window model a snapshot was taken under (width, step, calls).
     pub model: u64,
+}
+
+impl WindowPlan {
+    /// The most live state one branch may hold: MAX STATE SIZE, or
+    /// [`UNDECLARED_STATE_CAP_BYTES`] without one.
+    pub fn branch_cap_bytes(&self) -> u64 {
+        self.max_state_bytes.unwrap_or(UNDECLARED_STATE_CAP_BYTES)
+    }
+}
+
+/// The window processors of `windows` (name, plan) whose branches may hold more state than
+/// `storable_bytes`, the largest snapshot entry the runtime state store can take, with their
+/// caps: such a branch, once that large, cannot be snapshotted (its encoding holds the row
+/// times besides the charged state, so it is larger still), and its rows stay unacknowledged
+/// until its window emits them.
+pub fn windows_over_storable<'a>(
+    windows: impl IntoIterator<Item = (&'a str, &'a WindowPlan)>,
+    storable_bytes: u64,
+) -> Vec<(&'a str, u64)> {
+    windows
+        .into_iter()
+        .map(|(name, window)| (name, window.branch_cap_bytes()))
+        .filter(|(_, cap)| *cap > storable_bytes)
+        .collect()
 }
 
 impl std::fmt::Debug for WindowPlan {
@@ -221,4 +248,47 @@ pub(super) fn read_results(tree: &TypedExpr, columns: &HashMap<(u32, u32), usize
         _ => None,
     });
     rewritten
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_schema::Schema;
+
+    use super::*;
+
+    fn window(max_state_bytes: Option<u64>) -> WindowPlan {
+        WindowPlan {
+            width_ns: 10,
+            step_ns: 10,
+            max_state_bytes,
+            calls: Vec::new(),
+            results: Arc::new(Schema::empty()),
+            branch_fields: Vec::new(),
+            reserved_bytes: 0,
+            model: 1,
+        }
+    }
+
+    /// A branch cap over the storable size is named, with the cap (MAX STATE SIZE, or the
+    /// undeclared cap); one at or under it is not.
+    #[test]
+    fn windows_whose_branches_may_outgrow_a_snapshot_are_named() {
+        let (small, large, undeclared) =
+            (window(Some(1 << 20)), window(Some(8 << 20)), window(None));
+        let windows = [
+            ("small", &small),
+            ("large", &large),
+            ("undeclared", &undeclared),
+        ];
+        assert_eq!(
+            windows_over_storable(windows, 1 << 20),
+            vec![
+                ("large", 8 << 20),
+                ("undeclared", UNDECLARED_STATE_CAP_BYTES)
+            ]
+        );
+        assert!(windows_over_storable(windows, UNDECLARED_STATE_CAP_BYTES).is_empty());
+    }
 }

@@ -14,8 +14,8 @@
 //! pass: the writer commits tickets in order, so when that one is durable every state of the
 //! round is. A failure during the round starts another one at the next interval. A stop
 //! writes its domain's changed states; when a snapshot was not written and no round has
-//! rewritten everything since, it writes every state of the domain and its carried deletions
-//! as well.
+//! rewritten everything since, it writes the carried deletions and every state of every
+//! domain on the shard, and acknowledges the carried rows once that is durable.
 //!
 //! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
 //! interval (the states stay dirty and the next snapshot covers them). A pass encodes at most
@@ -341,30 +341,19 @@ impl ShardState {
     }
 
     /// Writes `domain`'s changed processor state now and acknowledges what it covers (a
-    /// stop); every state of it when an earlier snapshot was not written (module docs).
+    /// stop); every state on the shard when a snapshot was not written (module docs).
     pub(super) fn snapshot_domain_now(&mut self, domain: &str) {
-        self.write_domain_state(domain, SnapshotScope::Changed, Vec::new());
+        self.write_domain_state(domain);
         // The write waited for every snapshot queued before it, so their tickets are back.
         self.settle_tickets();
-        if !self.snapshots.owes_pass() {
-            return;
+        if self.snapshots.owes_pass() {
+            self.rewrite_everything_now();
         }
-        let Some(run) = self.runs.get(domain) else {
-            return;
-        };
-        // This domain's carried deletions are written now, before its states; the others'
-        // stay carried for the next pass, which rewrites their states after them.
-        let deletions: Vec<Vec<u8>>;
-        (deletions, self.snapshots.carried.deletions) =
-            std::mem::take(&mut self.snapshots.carried.deletions)
-                .into_iter()
-                .partition(|key| run.graph.owns_stored_entry(key));
-        self.write_domain_state(domain, SnapshotScope::Every, deletions);
     }
 
-    /// Writes `deletions`, then `domain`'s states in `scope`, waiting until they are durable,
-    /// and acknowledges the rows they cover.
-    fn write_domain_state(&mut self, domain: &str, scope: SnapshotScope, deletions: Vec<Vec<u8>>) {
+    /// Writes `domain`'s changed states, waiting until they are durable, and acknowledges the
+    /// rows they cover.
+    fn write_domain_state(&mut self, domain: &str) {
         let Some(store) = self.runtime_state.clone() else {
             return;
         };
@@ -372,18 +361,52 @@ impl ShardState {
             return;
         };
         let encoding = Instant::now();
-        let pass = run.graph.snapshot_work(scope);
-        let mut entries: Vec<ProcessorEntry> =
-            deletions.into_iter().map(|key| (key, Vec::new())).collect();
-        entries.extend(pass.entries);
-        if entries.is_empty() {
+        let pass = run.graph.snapshot_work(SnapshotScope::Changed);
+        if pass.entries.is_empty() {
             return;
         }
-        self.count_pass(&entries, encoding);
-        match store.write_processor_state_in_order(entries) {
+        self.count_pass(&pass.entries, encoding);
+        match store.write_processor_state_in_order(pass.entries) {
             Ok(()) => self.ack_runs(pass.acks),
             Err(error) => {
                 tracing::error!(%domain, %error, "cannot persist processor state at stop")
+            }
+        }
+    }
+
+    /// Writes the carried deletions and then every state of every domain on the shard,
+    /// waiting until they are durable, and acknowledges what they cover with the rows of the
+    /// snapshots that were not written. Which domains those rows belong to is not recorded,
+    /// so a stop writes all of them: a stop that left the rows unacknowledged would have them
+    /// delivered again after a restart, into restored states that already hold them.
+    fn rewrite_everything_now(&mut self) {
+        let Some(store) = self.runtime_state.clone() else {
+            return;
+        };
+        let encoding = Instant::now();
+        let (mut entries, _) = self.snapshots.begin_pass();
+        let mut acks = Vec::new();
+        for run in self.runs.values_mut() {
+            let pass = run.graph.snapshot_work(SnapshotScope::Every);
+            entries.extend(pass.entries);
+            acks.extend(pass.acks);
+        }
+        // Every ticket is back and no failure is carried since `begin_pass`: the round's rows
+        // are covered once this write is durable.
+        if let Some(round) = self.snapshots.end_pass(false) {
+            acks.extend(round.acks);
+        }
+        if entries.is_empty() {
+            self.ack_runs(acks);
+            return;
+        }
+        self.count_pass(&entries, encoding);
+        let covered = Covered::of(&entries, acks);
+        match store.write_processor_state_in_order(entries) {
+            Ok(()) => self.ack_runs(covered.acks),
+            Err(error) => {
+                tracing::error!(%error, "cannot persist processor state at stop");
+                self.snapshots.not_written(covered);
             }
         }
     }

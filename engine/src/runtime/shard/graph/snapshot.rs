@@ -203,13 +203,6 @@ impl Graph {
         self.work_changed |= !self.snapshot_round.is_empty();
     }
 
-    /// Whether `entry` (a full store key) holds state of one of this domain's processors.
-    pub fn owns_stored_entry(&self, entry: &[u8]) -> bool {
-        self.plan.processors.iter().any(|processor| {
-            entry.starts_with(processor_key(&self.plan.name, &processor.name).as_bytes())
-        })
-    }
-
     /// Encodes processor `index`'s state of branch `key` into `pass` under `prefix`, when it
     /// is still there.
     fn snapshot_state(
