@@ -361,6 +361,10 @@ pub async fn shard_main(
                 };
                 futures_lite::future::or(sleep, woken).await;
                 rings_polled_ns = super::clock::physical_ns();
+            } else {
+                // Due already (a snapshot round continuing, a deadline passed during the last
+                // tick): other tasks go first, as between the steps of deferred work.
+                glommio::executor().yield_task_queue_now().await;
             }
             let mut shard = ticker_state.borrow_mut();
             shard.ticker_sleeps_until_ns = 0;

@@ -579,7 +579,7 @@ impl ShardState {
         let mut wake: Option<u64> = self.endpoint_deadline_ns();
         // A snapshot not written is written again whatever changes (snapshots.rs).
         if self.snapshots.owes_pass() || self.runs.values().any(|run| run.graph.work_changed()) {
-            let p = self.snapshots.next_due_ns();
+            let p = self.snapshots.next_due_ns(at.now.physical_ns);
             wake = Some(wake.map_or(p, |w| w.min(p)));
         }
         for run in self.runs.values() {

@@ -39,6 +39,10 @@ use crate::runtime::state_store::{ProcessorEntry, TicketOutcome};
 pub const SNAPSHOT_INTERVAL_NS: u64 = 1_000_000_000;
 /// Snapshots handed to the writer and not yet durable, at most.
 pub const MAX_PENDING_SNAPSHOTS: usize = 64;
+/// With [`MAX_PENDING_SNAPSHOTS`] in flight, how long the shard waits before it looks for a
+/// returned ticket again, physical ns (it would otherwise wake at once, again and again, until
+/// the writer's commit ends).
+pub const TICKETS_FULL_RECHECK_NS: u64 = 1_000_000;
 /// Branch states (and deletions) one periodic pass encodes at most (a few µs each; in
 /// Nexmark q5, whose shard changes about 20,000 windows a second, snapshots took 12 % of the
 /// shard's time, roughly 0.1 s per one-second pass before passes were bounded). A rewrite
@@ -222,13 +226,24 @@ impl Snapshots {
         Some(acks)
     }
 
-    /// When the next snapshot may run, physical ns: at once when a pass is unfinished and the
-    /// writer has room for another ticket.
-    pub fn next_due_ns(&self) -> u64 {
-        if self.resume && self.pending.len() < MAX_PENDING_SNAPSHOTS {
+    /// A state failed to encode: a rewrite round under way does not cover the rows carried
+    /// into it (that state's stored entry may be older than they are), so they wait for the
+    /// next round.
+    fn note_unencoded(&mut self) {
+        self.failures += 1;
+    }
+
+    /// When the next snapshot may run, physical ns, `now_ns` being now: at once when a pass
+    /// is unfinished and the writer has room for another ticket; with every ticket in flight,
+    /// not before one can have come back.
+    pub fn next_due_ns(&self, now_ns: u64) -> u64 {
+        let interval_ends_ns = self.last_ns.saturating_add(SNAPSHOT_INTERVAL_NS);
+        if self.pending.len() >= MAX_PENDING_SNAPSHOTS {
+            interval_ends_ns.max(now_ns.saturating_add(TICKETS_FULL_RECHECK_NS))
+        } else if self.resume {
             self.last_ns
         } else {
-            self.last_ns.saturating_add(SNAPSHOT_INTERVAL_NS)
+            interval_ends_ns
         }
     }
 }
@@ -261,9 +276,22 @@ impl ShardState {
         let encoding = Instant::now();
         // Carried deletions go first: a state written again in the round lands after them.
         let (mut entries, rewrite) = self.snapshots.begin_pass();
+        if rewrite {
+            // A carried deletion of a key that holds state now is dropped: the round writes
+            // that state again, and a deletion written in an earlier pass than the state
+            // would leave the key without it in between (a crash there would lose rows a
+            // later durable snapshot of that key had acknowledged).
+            let live: std::collections::HashSet<Vec<u8>> = self
+                .runs
+                .values()
+                .flat_map(|run| run.graph.live_stored_keys())
+                .collect();
+            entries.retain(|(key, _)| !live.contains(key));
+        }
         let mut acks: Vec<AckRun> = Vec::new();
         let mut unfinished = false;
         let mut written = 0usize;
+        let mut unencoded = 0usize;
         for run in self.runs.values_mut() {
             if rewrite {
                 run.graph.start_rewrite_round();
@@ -273,6 +301,7 @@ impl ShardState {
                 bytes: MAX_BYTES_PER_PASS.saturating_sub(written),
             };
             let pass = run.graph.snapshot_work(SnapshotScope::RoundSlice(budget));
+            unencoded += pass.unencoded;
             written += pass
                 .entries
                 .iter()
@@ -281,6 +310,9 @@ impl ShardState {
             entries.extend(pass.entries);
             acks.extend(pass.acks);
             unfinished |= pass.unfinished;
+        }
+        if unencoded > 0 {
+            self.snapshots.note_unencoded();
         }
         let round = self.snapshots.end_pass(unfinished);
         if entries.is_empty() {
@@ -362,10 +394,15 @@ impl ShardState {
         };
         let encoding = Instant::now();
         let pass = run.graph.snapshot_work(SnapshotScope::Changed);
-        if pass.entries.is_empty() {
+        if pass.entries.is_empty() && self.snapshots.pending.is_empty() {
             return;
         }
-        self.count_pass(&pass.entries, encoding);
+        if !pass.entries.is_empty() {
+            self.count_pass(&pass.entries, encoding);
+        }
+        // Written even when empty while snapshots are in flight: the write commits after
+        // them, so their tickets are back when it returns (a redeploy restores the domain
+        // from the store right after, and a stopping node exits).
         match store.write_processor_state_in_order(pass.entries) {
             Ok(()) => self.ack_runs(pass.acks),
             Err(error) => {
@@ -386,15 +423,24 @@ impl ShardState {
         let encoding = Instant::now();
         let (mut entries, _) = self.snapshots.begin_pass();
         let mut acks = Vec::new();
+        let mut unencoded = 0usize;
         for run in self.runs.values_mut() {
             let pass = run.graph.snapshot_work(SnapshotScope::Every);
             entries.extend(pass.entries);
             acks.extend(pass.acks);
+            unencoded += pass.unencoded;
+        }
+        if unencoded > 0 {
+            self.snapshots.note_unencoded();
         }
         // Every ticket is back and no failure is carried since `begin_pass`: the round's rows
-        // are covered once this write is durable.
+        // are covered once this write is durable — unless a state did not encode.
         if let Some(round) = self.snapshots.end_pass(false) {
-            acks.extend(round.acks);
+            if unencoded == 0 {
+                acks.extend(round.acks);
+            } else {
+                self.snapshots.carried.acks.extend(round.acks);
+            }
         }
         if entries.is_empty() {
             self.ack_runs(acks);
@@ -524,5 +570,41 @@ mod tests {
         snapshots.begin_pass();
         let round = snapshots.end_pass(false).expect("the round ends");
         assert_eq!(snapshots.hand_round_on(round), rows(4));
+    }
+
+    /// A state of the round that did not encode: the round's rows are not acknowledged with
+    /// its last pass (that state's stored entry may be older than they are) but carried.
+    #[test]
+    fn a_round_with_a_state_that_did_not_encode_carries_its_rows() {
+        let mut snapshots = Snapshots::default();
+        let failed = offer(&mut snapshots, rows(1), b"gone");
+        back(&mut snapshots, failed, false);
+        snapshots.begin_pass();
+        snapshots.note_unencoded();
+        let round = snapshots.end_pass(false).expect("the round ends");
+        assert!(snapshots.hand_round_on(round).is_empty());
+        assert!(snapshots.owes_pass(), "another round is owed");
+        assert_eq!(snapshots.carried.acks, rows(1));
+    }
+
+    /// With every ticket in flight nothing can be offered: the next pass is not due before a
+    /// ticket can have come back, even when the interval or an unfinished round says now.
+    #[test]
+    fn with_every_ticket_in_flight_the_next_pass_waits() {
+        let mut snapshots = Snapshots::default();
+        let now_ns = 10 * SNAPSHOT_INTERVAL_NS;
+        snapshots.resume = true;
+        assert_eq!(
+            snapshots.next_due_ns(now_ns),
+            0,
+            "an unfinished round goes on at once"
+        );
+        for index in 0..MAX_PENDING_SNAPSHOTS as u32 {
+            offer(&mut snapshots, rows(index), b"k");
+        }
+        assert_eq!(
+            snapshots.next_due_ns(now_ns),
+            now_ns + TICKETS_FULL_RECHECK_NS
+        );
     }
 }

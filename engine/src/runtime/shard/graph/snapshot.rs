@@ -116,6 +116,8 @@ pub struct SnapshotPass {
     pub acks: Vec<AckRun>,
     /// The round has states left for the next pass.
     pub unfinished: bool,
+    /// States that failed to encode (logged; each keeps its rows' units and stays changed).
+    pub unencoded: usize,
 }
 
 impl Graph {
@@ -138,6 +140,7 @@ impl Graph {
             entries: Vec::new(),
             acks: Vec::new(),
             unfinished: false,
+            unencoded: 0,
         };
         let prefixes: Vec<String> = plan
             .processors
@@ -201,6 +204,19 @@ impl Graph {
                 .extend(keys.into_iter().map(|key| (index, key)));
         }
         self.work_changed |= !self.snapshot_round.is_empty();
+    }
+
+    /// The store keys of every state the graph holds (a rewrite round drops the carried
+    /// deletions of these: it writes their states again).
+    pub fn live_stored_keys(&self) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for (index, processor) in self.plan.processors.iter().enumerate() {
+            let prefix = processor_key(&self.plan.name, &processor.name);
+            for key in self.work[index].keys(false) {
+                keys.push(stored_entry(&prefix, &key, Vec::new()).0);
+            }
+        }
+        keys
     }
 
     /// Encodes processor `index`'s state of branch `key` into `pass` under `prefix`, when it
@@ -269,7 +285,10 @@ impl Graph {
                 pass.acks.extend(covered);
                 pass.entries.push(stored_entry(prefix, key, bytes));
             }
-            Err((error, what)) => tracing::error!(processor = %processor.name, %error, "{what}"),
+            Err((error, what)) => {
+                pass.unencoded += 1;
+                tracing::error!(processor = %processor.name, %error, "{what}")
+            }
         }
     }
 
@@ -528,5 +547,25 @@ mod tests {
             }
         }
         assert_eq!(passes, [1, 1, 1, 1, 1]);
+    }
+
+    /// The store keys of the live states are the keys their snapshots are written under.
+    #[test]
+    fn live_stored_keys_are_the_keys_states_are_written_under() {
+        use super::super::test_driver::Driver;
+        use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
+
+        let mut driver = Driver::new();
+        driver.send(&[("a", 1), ("b", 1)], 0);
+        for hop in 1..=2 {
+            driver.tick(2 * hop * IMMEDIATE_WINDOW_NS);
+        }
+        let mut live = driver.graph.live_stored_keys();
+        live.sort();
+        let pass = driver.graph.snapshot_work(SnapshotScope::Changed);
+        let mut written = encoded(&pass);
+        written.sort();
+        assert_eq!(live, written);
+        assert_eq!(live.len(), 2);
     }
 }
