@@ -50,8 +50,14 @@ struct Retained {
 }
 
 impl Retained {
-    /// How many leading rows are before `instant`.
+    /// How many leading rows are before `instant`. `i64::MAX` stands for past the end of
+    /// time (a window end or step cutoff that saturated), before which every row is: a row
+    /// timed at `i64::MAX` would otherwise never leave its window, and the window would emit
+    /// again and again without moving.
     fn rows_before(&self, instant: i64) -> usize {
+        if instant == i64::MAX {
+            return self.rows;
+        }
         let times = self.times.values();
         // Most runs lie wholly before the cut (every run of a tumbling window): no search.
         if times.last().is_some_and(|last| *last < instant) {
@@ -275,9 +281,6 @@ impl WindowState {
             let (left, rest) = split_runs(&run.acks, gone);
             leaving.extend(left);
             run.acks = rest;
-            let freed = run.bytes * gone as u64 / run.rows as u64;
-            self.bytes -= freed;
-            run.bytes -= freed;
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
             for values in &mut run.args {
@@ -285,6 +288,11 @@ impl WindowState {
                     *array = array.slice(gone, kept);
                 }
             }
+            // The kept rows' own bytes: rows differ in size (strings), so a share by row
+            // count would drift from what the rows hold.
+            let kept_bytes = args_bytes(&run.args);
+            self.bytes -= run.bytes.saturating_sub(kept_bytes);
+            run.bytes = kept_bytes.min(run.bytes);
             run.rows = kept;
         }
         self.runs.retain(|run| run.rows > 0);
@@ -764,5 +772,57 @@ mod tests {
             WindowState::restore(&plan, &unknown),
             Err(SnapshotError::Malformed)
         ));
+    }
+
+    /// A row timed at the largest instant: its window's end saturates, so the row counts as
+    /// before it and leaves with it. Before, the window emitted again and again without
+    /// moving (its end never passed the row), holding the shard in one emission pass.
+    #[test]
+    fn a_row_at_the_last_instant_closes_its_window_and_leaves() {
+        let plan = times_only_plan();
+        let mut state = WindowState::default();
+        state
+            .admit(
+                Int64Array::from(vec![5, i64::MAX]),
+                Vec::new(),
+                2,
+                Vec::new(),
+            )
+            .unwrap();
+        let mut records = 0;
+        while state.is_due(&plan, 0) {
+            records += 1;
+            assert!(records <= 2, "the window moves on");
+            state.finish(&plan).unwrap();
+            state.step(&plan);
+        }
+        assert_eq!(
+            records, 2,
+            "the window of 5, then the one holding the last instant"
+        );
+        assert_eq!(state.retained_rows(), 0);
+    }
+
+    /// A step that keeps part of a run charges exactly the bytes of the rows kept: rows of
+    /// different sizes must not be charged a share by row count.
+    #[test]
+    fn a_partial_step_charges_the_kept_rows_their_own_bytes() {
+        use arrow_array::StringArray;
+
+        let plan = WindowPlan {
+            step_ns: 5,
+            ..times_only_plan()
+        };
+        let big = "x".repeat(1_000);
+        let values: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", big.as_str()]));
+        let args = vec![vec![values.clone()]];
+        let mut state = WindowState::default();
+        state
+            .admit(Int64Array::from(vec![0, 1, 7]), args, 3, Vec::new())
+            .unwrap();
+        let kept = args_bytes(&[vec![values.slice(2, 1)]]);
+        state.step(&plan);
+        assert_eq!(state.retained_rows(), 1);
+        assert_eq!(state.bytes(), kept);
     }
 }

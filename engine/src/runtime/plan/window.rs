@@ -173,6 +173,7 @@ pub(super) fn plan(
     let mut fields = Vec::with_capacity(trees.len());
     let mut columns = HashMap::with_capacity(trees.len());
     let mut reserved_bytes = 0u64;
+    let mut argument_shapes = Vec::new();
     for (index, tree) in trees.into_iter().enumerate() {
         let call = AggregateCall::from_typed(tree).map_err(|error| PlanError::Compile {
             entity: owner.to_string(),
@@ -186,6 +187,11 @@ pub(super) fn plan(
             .iter()
             .map(|position| typed.compile_typed(&args[*position], &route::input_resolver(input)))
             .collect::<Result<Vec<_>, _>>()?;
+        argument_shapes.extend(
+            call.value_args()
+                .iter()
+                .map(|position| without_spans(&format!("{:?}", args[*position]))),
+        );
         reserved_bytes += Accumulator::new(&call).reserved_bytes() as u64;
         fields.push(Field {
             name: result_name(index),
@@ -197,10 +203,13 @@ pub(super) fn plan(
             args: programs,
         });
     }
+    // The argument expressions belong to the model: retained rows hold their evaluated
+    // values, which another expression (or the same ones in another order) must not read.
     let model = xxhash_rust::xxh3::xxh3_64(
         format!(
-            "{width_ns}/{step_ns}/{:?}",
-            calls.iter().map(|c| &c.call).collect::<Vec<_>>()
+            "{width_ns}/{step_ns}/{:?}/{}",
+            calls.iter().map(|c| &c.call).collect::<Vec<_>>(),
+            argument_shapes.join(";")
         )
         .as_bytes(),
     );
@@ -225,6 +234,24 @@ pub(super) fn plan(
         fields,
         columns,
     ))
+}
+
+/// A typed expression's debug text without its source positions (`span: Span { .. }`), so
+/// an edit that only moves an expression in its statement keeps the window model.
+fn without_spans(debug: &str) -> String {
+    const SPAN: &str = "span: Span {";
+    let mut out = String::with_capacity(debug.len());
+    let mut rest = debug;
+    while let Some(at) = rest.find(SPAN) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + SPAN.len()..];
+        match rest.find('}') {
+            Some(end) => rest = &rest[end + 1..],
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `tree` with every aggregate call replaced by a read of its result column.

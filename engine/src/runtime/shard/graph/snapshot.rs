@@ -568,4 +568,30 @@ mod tests {
         assert_eq!(live, written);
         assert_eq!(live.len(), 2);
     }
+
+    /// The window model a snapshot is taken under covers the aggregate arguments: their
+    /// retained values are read back in call order, so swapping two calls' arguments (or
+    /// changing one) makes a stored window start empty; moving text around does not.
+    #[test]
+    fn a_window_model_changes_with_its_argument_expressions_not_their_positions() {
+        use super::super::test_driver::{plan_of, SCRIPT};
+
+        let model = |script: &str| {
+            let plan = plan_of(script);
+            plan.processors
+                .iter()
+                .find_map(|processor| match &processor.work {
+                    NodeWork::Window(window) => Some(window.model),
+                    _ => None,
+                })
+                .expect("a window processor")
+        };
+        let original = "n = COUNT(input.sensor)";
+        assert!(SCRIPT.contains(original));
+        let base = model(SCRIPT);
+        let moved = SCRIPT.replace(original, "n   =   COUNT( input.sensor )");
+        assert_eq!(model(&moved), base, "only positions moved");
+        let other = SCRIPT.replace(original, "n = COUNT(lower(input.sensor))");
+        assert_ne!(model(&other), base, "another argument");
+    }
 }

@@ -17,6 +17,7 @@ use crate::catalog::plan::{plan_statement, StatementContext};
 use crate::catalog::Catalog;
 use crate::runtime::clock::DomainPace;
 use crate::runtime::frame::Frame;
+use crate::runtime::plan::DomainPlan;
 use crate::runtime::shard::mesh::{Ctx, Outbox, ROOT_SHARD};
 
 /// A reingestor regroups readings by sensor (FLUSH IMMEDIATE) into a 10 s tumbling count
@@ -58,8 +59,13 @@ pub(super) const SCRIPT: &str = "
 pub(super) const S: i64 = 1_000_000_000;
 
 pub(super) fn graph() -> Graph {
+    Graph::new(Arc::new(plan_of(SCRIPT)))
+}
+
+/// The plan of domain `d` as `script` (statements separated by `;`) defines it.
+pub(super) fn plan_of(script: &str) -> DomainPlan {
     let mut catalog = Catalog::default();
-    for statement in SCRIPT.split_inclusive(';').map(str::trim) {
+    for statement in script.split_inclusive(';').map(str::trim) {
         if statement.is_empty() {
             continue;
         }
@@ -76,14 +82,13 @@ pub(super) fn graph() -> Graph {
             catalog.apply_change(change);
         }
     }
-    let plan = crate::runtime::plan::build(
+    crate::runtime::plan::build(
         &catalog.domains["d"],
         &catalog,
         std::path::Path::new("."),
         DomainPace::Unpaced,
     )
-    .expect("the plan builds");
-    Graph::new(Arc::new(plan))
+    .expect("the plan builds")
 }
 
 /// An instant `physical_ns` into the run; the domain clock stays at the epoch, so only

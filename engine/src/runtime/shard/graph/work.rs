@@ -699,15 +699,18 @@ impl Graph {
             let state = entry.get_mut();
             let mut emitted = 0usize;
             while state.due_ns(window).is_some() {
-                if !force && (!state.is_due(window, reached_ns) || emitted >= MAX_RECORDS_PER_PASS)
-                {
+                let due_now = state.is_due(window, reached_ns);
+                if !force && (!due_now || emitted >= MAX_RECORDS_PER_PASS) {
                     break;
                 }
                 emitted += 1;
                 // The record keeps the minimum input low watermark (spec): the window's start.
                 let time_ns = state.start_ns().unwrap_or(reached_ns);
                 let result = state.finish(window);
-                let leaving = if force {
+                // Forced (the branch leaves): windows already due close as they would, each
+                // with its own record, then the open one closes early with every row left.
+                let closes_early = force && !due_now;
+                let leaving = if closes_early {
                     state.drain()
                 } else {
                     state.step(window)
@@ -718,7 +721,7 @@ impl Graph {
                     result: result.map_err(|error| error.to_string()),
                     leaving,
                 });
-                if force {
+                if closes_early {
                     break;
                 }
             }
