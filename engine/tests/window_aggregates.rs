@@ -332,11 +332,13 @@ fn run_case(schema: &Schema, case: &Case) -> Result<(), String> {
         ("as one run", std::iter::once(0..rows.len()).collect()),
         ("row by row", (0..rows.len()).map(|r| r..r + 1).collect()),
     ];
+    // Row i is timed i: the case's rows are in time order as written.
+    let times: Vec<i64> = (0..rows.len() as i64).collect();
     let mut accumulator = Accumulator::new(&call);
     for (grouping, runs) in groupings {
         accumulator.clear();
         for run in runs {
-            accumulator.fold(&values, run);
+            accumulator.fold(&values, &times, run);
         }
         if accumulator.reserved_bytes() == 0 {
             return Err("no reserved bytes".into());
@@ -503,7 +505,7 @@ fn mismatched_arguments_fold_nothing_and_fail_until_cleared() {
     let call = prepare("a I64", "SUM(input.a)");
     let mut accumulator = Accumulator::new(&call);
     let wrong: ArrayRef = Arc::new(arrow_array::Int32Array::from(vec![1, 2]));
-    accumulator.fold(&[wrong], 0..2);
+    accumulator.fold(&[wrong], &[0, 1], 0..2);
     let error = accumulator.finish().expect_err("a fault");
     assert_eq!(
         error.to_string(),
@@ -511,16 +513,16 @@ fn mismatched_arguments_fold_nothing_and_fail_until_cleared() {
          expected Int64"
     );
     let right: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
-    accumulator.fold(std::slice::from_ref(&right), 0..2);
+    accumulator.fold(std::slice::from_ref(&right), &[0, 1], 0..2);
     assert!(accumulator.finish().is_err(), "a fault sticks until clear");
     accumulator.clear();
-    accumulator.fold(std::slice::from_ref(&right), 1..3);
+    accumulator.fold(std::slice::from_ref(&right), &[0, 1], 1..3);
     let error = accumulator.finish().expect_err("out of range");
     assert!(error
         .to_string()
         .contains("rows 1..3 of argument 0, which has 2 rows"));
     accumulator.clear();
-    accumulator.fold(&[right], 0..2);
+    accumulator.fold(&[right], &[0, 1], 0..2);
     let sum = accumulator.finish().expect("a sum");
     assert_eq!(render(sum.as_ref(), 0), Json::from(3));
 }
@@ -551,6 +553,6 @@ fn sketches_report_their_full_reservation_from_the_start() {
     let values: ArrayRef = Arc::new(arrow_array::Float64Array::from_iter_values(
         (0..200_000).map(f64::from),
     ));
-    accumulator.fold(&[values], 0..200_000);
+    accumulator.fold(&[values], &vec![0; 200_000], 0..200_000);
     assert_eq!(accumulator.reserved_bytes(), before);
 }

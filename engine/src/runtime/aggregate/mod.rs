@@ -409,7 +409,9 @@ impl<'c> Accumulator<'c> {
     }
 
     /// Folds rows `range` of the evaluated value arguments; nulls are ignored per the table.
-    pub fn fold(&mut self, args: &[ArrayRef], range: Range<usize>) {
+    /// `times` are the rows' times, ascending, indexed like the arguments (the picks order
+    /// rows by them).
+    pub fn fold(&mut self, args: &[ArrayRef], times: &[i64], range: Range<usize>) {
         if self.fault.is_some() {
             return;
         }
@@ -439,7 +441,7 @@ impl<'c> Accumulator<'c> {
             }),
             State::IntegerSum(sum) | State::IntegerAvg(sum) => sum.fold(values, range),
             State::FloatSum(sum) | State::FloatAvg(sum) => sum.fold(values, range),
-            State::Pick(pick) => pick.fold(args, range),
+            State::Pick(pick) => pick.fold(args, times, range),
             State::Moments(kind, moments) => match (kind, args.get(1)) {
                 (MomentKind::CovarPop | MomentKind::CovarSamp | MomentKind::Corr, Some(y)) => {
                     moments.fold_pairs(values, y.as_ref(), range)

@@ -5,12 +5,15 @@
 //! (the first or last valid row, or the row with the least or greatest key); only that candidate
 //! is compared with the kept value, and only a better candidate is copied — a one-row array of
 //! the argument's own type, so any type (lists included) is kept exactly and the result needs no
-//! conversion. Runs are folded in row order, so "first" and "last" are the window's earliest and
-//! latest non-null values. Keys are ordered as `<` orders them: numbers by value, floats in IEEE
-//! total order (so NaN is greater than every number), `STRING` by code point (UTF-8 byte order)
-//! and `DATETIME` by instant. Ties keep the earliest row: within a run and across runs a
-//! candidate must be strictly better to replace the kept one. `ARG_MIN`/`ARG_MAX` consider only
-//! rows whose value and key are both non-null.
+//! conversion. Each run's rows are in time order (stable: rows of one instant stay in admission
+//! order) and every candidate carries its row time, so "first" and "last" are the window's
+//! earliest and latest non-null values by time whichever order the runs arrived in (of rows at
+//! one instant, the earlier-admitted is first and the later-admitted last). Keys are ordered as
+//! `<` orders them: numbers by value, floats in IEEE total order (so NaN is greater than every
+//! number), `STRING` by code point (UTF-8 byte order) and `DATETIME` by instant. Ties keep the
+//! earliest row by time, then by admission: a candidate replaces the kept one only when it is
+//! strictly better, or equal and earlier. `ARG_MIN`/`ARG_MAX` consider only rows whose value
+//! and key are both non-null.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -38,6 +41,8 @@ pub(super) struct Pick {
     kind: PickKind,
     value: Option<ArrayRef>,
     key: Option<ArrayRef>,
+    /// The kept row's time.
+    time_ns: i64,
 }
 
 /// Whether `ty` can be a `MIN`/`MAX` argument or an `ARG_*` key.
@@ -51,6 +56,7 @@ impl Pick {
             kind,
             value: None,
             key: None,
+            time_ns: 0,
         }
     }
 
@@ -72,31 +78,35 @@ impl Pick {
             .sum()
     }
 
-    /// Folds one run: `args[0]` is the value, `args[1]` the key of `ARG_*`.
-    pub fn fold(&mut self, args: &[ArrayRef], range: Range<usize>) {
+    /// Folds one run: `args[0]` is the value, `args[1]` the key of `ARG_*`; `times` are the
+    /// run's row times (ascending), indexed like the arguments.
+    pub fn fold(&mut self, args: &[ArrayRef], times: &[i64], range: Range<usize>) {
         let Some(values) = args.first() else {
             return;
         };
+        let time_of = |row: usize| times.get(row).copied().unwrap_or(i64::MAX);
         match self.kind {
             PickKind::First => {
-                if self.value.is_none() {
-                    let nulls = values.logical_nulls();
-                    if let Some(row) = range.into_iter().find(|r| is_valid(nulls.as_ref(), *r)) {
-                        self.value = Some(copy_row(values, row));
+                let nulls = values.logical_nulls();
+                if let Some(row) = range.into_iter().find(|r| is_valid(nulls.as_ref(), *r)) {
+                    if self.value.is_none() || time_of(row) < self.time_ns {
+                        self.keep(values, None, row, time_of(row));
                     }
                 }
             }
             PickKind::Last => {
                 let nulls = values.logical_nulls();
                 if let Some(row) = range.rev().find(|r| is_valid(nulls.as_ref(), *r)) {
-                    self.value = Some(copy_row(values, row));
+                    if self.value.is_none() || time_of(row) >= self.time_ns {
+                        self.keep(values, None, row, time_of(row));
+                    }
                 }
             }
             PickKind::Min | PickKind::Max => {
                 let want = self.wanted();
                 if let Some(row) = extreme_row(values.as_ref(), None, range, want) {
-                    if self.beats(values.as_ref(), row, self.value.as_ref()) {
-                        self.value = Some(copy_row(values, row));
+                    if self.beats(values.as_ref(), row, time_of(row), self.value.as_ref()) {
+                        self.keep(values, None, row, time_of(row));
                     }
                 }
             }
@@ -107,13 +117,21 @@ impl Pick {
                 let want = self.wanted();
                 let value_nulls = values.logical_nulls();
                 if let Some(row) = extreme_row(keys.as_ref(), value_nulls.as_ref(), range, want) {
-                    if self.beats(keys.as_ref(), row, self.key.as_ref()) {
-                        self.value = Some(copy_row(values, row));
-                        self.key = Some(copy_row(keys, row));
+                    if self.beats(keys.as_ref(), row, time_of(row), self.key.as_ref()) {
+                        self.keep(values, Some(keys), row, time_of(row));
                     }
                 }
             }
         }
+    }
+
+    /// Keeps row `row` (and its key for `ARG_*`), timed `time_ns`.
+    fn keep(&mut self, values: &ArrayRef, keys: Option<&ArrayRef>, row: usize, time_ns: i64) {
+        self.value = Some(copy_row(values, row));
+        if let Some(keys) = keys {
+            self.key = Some(copy_row(keys, row));
+        }
+        self.time_ns = time_ns;
     }
 
     fn wanted(&self) -> Ordering {
@@ -123,9 +141,16 @@ impl Pick {
         }
     }
 
-    /// Whether the key at `row` is strictly better than the kept key (or nothing is kept).
-    fn beats(&self, keys: &dyn Array, row: usize, kept: Option<&ArrayRef>) -> bool {
-        kept.is_none_or(|kept| compare_rows(keys, row, kept.as_ref(), 0) == Some(self.wanted()))
+    /// Whether the key at `row`, timed `time_ns`, beats the kept key (or nothing is kept):
+    /// strictly better, or equal and earlier.
+    fn beats(&self, keys: &dyn Array, row: usize, time_ns: i64, kept: Option<&ArrayRef>) -> bool {
+        let Some(kept) = kept else {
+            return true;
+        };
+        match compare_rows(keys, row, kept.as_ref(), 0) {
+            Some(Ordering::Equal) => time_ns < self.time_ns,
+            order => order == Some(self.wanted()),
+        }
     }
 }
 
@@ -195,12 +220,47 @@ mod tests {
     use arrow_array::{Float64Array, Int32Array};
     use std::sync::Arc;
 
+    /// Folds `runs` of rows all at one instant (admission order decides ties).
     fn fold_runs(kind: PickKind, args: &[ArrayRef], runs: &[Range<usize>]) -> Option<ArrayRef> {
+        let times = vec![0; args.first().map_or(0, |a| a.len())];
+        fold_timed(kind, args, &times, runs)
+    }
+
+    fn fold_timed(
+        kind: PickKind,
+        args: &[ArrayRef],
+        times: &[i64],
+        runs: &[Range<usize>],
+    ) -> Option<ArrayRef> {
         let mut pick = Pick::new(kind);
         for run in runs {
-            pick.fold(args, run.clone());
+            pick.fold(args, times, run.clone());
         }
         pick.value().cloned()
+    }
+
+    /// Runs that arrive out of time order: FIRST and LAST go by row time, not by arrival,
+    /// and a tie of MIN keeps the earlier row by time.
+    #[test]
+    fn first_last_and_ties_go_by_row_time_not_by_arrival() {
+        // Run 0..2 arrived first with times 20, 30; run 2..4 later with times 10, 40.
+        let values: ArrayRef = Arc::new(Int32Array::from(vec![5, 7, 5, 9]));
+        let times = [20, 30, 10, 40];
+        let runs = [0..2, 2..4];
+        let first = fold_timed(
+            PickKind::First,
+            std::slice::from_ref(&values),
+            &times,
+            &runs,
+        );
+        let last = fold_timed(PickKind::Last, std::slice::from_ref(&values), &times, &runs);
+        assert_eq!(first.unwrap().as_ref(), &Int32Array::from(vec![5]));
+        assert_eq!(last.unwrap().as_ref(), &Int32Array::from(vec![9]));
+        // MIN 5 at times 20 and 10: the one at 10 is kept, seen through ARG_MIN's value.
+        let labels: ArrayRef = Arc::new(Int32Array::from(vec![1, 2, 3, 4]));
+        let args = [labels, values];
+        let arg_min = fold_timed(PickKind::ArgMin, &args, &times, &runs);
+        assert_eq!(arg_min.unwrap().as_ref(), &Int32Array::from(vec![3]));
     }
 
     #[test]

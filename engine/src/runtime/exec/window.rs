@@ -208,7 +208,10 @@ impl WindowState {
         }
         let mut times = times;
         if !times.values().is_sorted() {
-            let order = arrow_ord::sort::sort_to_indices(&times, None, None)?;
+            // Stable: rows of one instant keep their admission order (FIRST, LAST and ties).
+            let mut positions: Vec<u32> = (0..rows as u32).collect();
+            positions.sort_by_key(|row| times.value(*row as usize));
+            let order = arrow_array::UInt32Array::from(positions);
             times = arrow_select::take::take(&times, &order, None)?
                 .as_any()
                 .downcast_ref::<Int64Array>()
@@ -248,7 +251,7 @@ impl WindowState {
                 for run in &self.runs {
                     let within = run.rows_before(end);
                     if within > 0 {
-                        accumulator.fold(&run.args[index], 0..within);
+                        accumulator.fold(&run.args[index], run.times.values(), 0..within);
                     }
                 }
                 accumulator.finish()

@@ -111,6 +111,8 @@ pub struct Snapshots {
     /// reported after it began).
     failures: u64,
     next_ticket: u64,
+    /// Periodic passes begun: which domain goes first in the next one.
+    periodic_passes: usize,
     last_ns: u64,
     /// The last pass stopped at its budget: the next tick continues it.
     resume: bool,
@@ -129,6 +131,7 @@ impl Default for Snapshots {
             rewrite: None,
             failures: 0,
             next_ticket: 1,
+            periodic_passes: 0,
             last_ns: 0,
             resume: false,
             waiting_for_tickets: false,
@@ -292,7 +295,16 @@ impl ShardState {
         let mut unfinished = false;
         let mut written = 0usize;
         let mut unencoded = 0usize;
-        for run in self.runs.values_mut() {
+        // Each pass lets the next domain go first: a domain that changes more states than a
+        // pass takes between passes would otherwise take every pass, and the others' rounds
+        // (and a rewrite round's carried rows) would never finish.
+        let mut runs: Vec<_> = self.runs.values_mut().collect();
+        if !runs.is_empty() {
+            let first = self.snapshots.periodic_passes % runs.len();
+            runs.rotate_left(first);
+        }
+        self.snapshots.periodic_passes = self.snapshots.periodic_passes.wrapping_add(1);
+        for run in runs {
             if rewrite {
                 run.graph.start_rewrite_round();
             }
