@@ -429,6 +429,7 @@ impl ShardState {
         self.end_attachments(domain, reason);
         self.persist_kafka_offsets(domain, None);
         self.runs.remove(domain);
+        self.snapshots.forget_domain(domain);
         self.known.insert(domain.to_string(), false);
     }
 

@@ -15,7 +15,10 @@
 //! round is. A failure during the round starts another one at the next interval. A stop
 //! writes its domain's changed states; when a snapshot was not written and no round has
 //! rewritten everything since, it writes the carried deletions and every state of every
-//! domain on the shard, and acknowledges the carried rows once that is durable.
+//! domain on the shard, and acknowledges the carried rows once that is durable. Carried rows
+//! are tagged with their domain: a domain that leaves the shard while some of its rows are in
+//! no durable snapshot (that write failed too) drops them unacknowledged, and its source
+//! delivers them again to the state it finds stored.
 //!
 //! Bounded: at most [`MAX_PENDING_SNAPSHOTS`] tickets in flight; past it the shard skips an
 //! interval (the states stay dirty and the next snapshot covers them). A pass encodes at most
@@ -28,11 +31,17 @@
 //! snapshots the writer could not commit.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::graph::{PassBudget, SnapshotScope};
 use super::{cx, ShardState};
 use crate::runtime::frame::AckRun;
+
+/// Acknowledgement runs, each with the domain whose state holds its rows: when a domain leaves
+/// the shard with rows a snapshot could not make durable, only its rows are dropped
+/// ([`Snapshots::forget_domain`]).
+type DomainAcks = Vec<(Arc<str>, AckRun)>;
 use crate::runtime::state_store::{ProcessorEntry, TicketOutcome};
 
 /// How often changed processor state is snapshotted, physical ns.
@@ -56,7 +65,7 @@ pub const MAX_BYTES_PER_PASS: usize = 16 << 20;
 /// What a snapshot holds besides its states: the rows it covers and the entries it deletes.
 #[derive(Default)]
 struct Covered {
-    acks: Vec<AckRun>,
+    acks: DomainAcks,
     deletions: Vec<Vec<u8>>,
     /// The rows a finished rewrite round covers: safe once this snapshot is durable unless
     /// one not written was reported after the round began ([`RoundAcks`]).
@@ -65,12 +74,12 @@ struct Covered {
 
 /// The carried rows of a rewrite round and the failure count when it began.
 struct RoundAcks {
-    acks: Vec<AckRun>,
+    acks: DomainAcks,
     failures_at_start: u64,
 }
 
 impl Covered {
-    fn of(entries: &[ProcessorEntry], acks: Vec<AckRun>) -> Covered {
+    fn of(entries: &[ProcessorEntry], acks: DomainAcks) -> Covered {
         let deletions = entries
             .iter()
             .filter(|(_, state)| state.is_empty())
@@ -94,6 +103,12 @@ impl Covered {
             self.acks.extend(round.acks);
         }
     }
+}
+
+/// `acks` tagged with `domain`.
+fn of_domain(domain: &str, acks: Vec<AckRun>) -> DomainAcks {
+    let domain: Arc<str> = Arc::from(domain);
+    acks.into_iter().map(|run| (domain.clone(), run)).collect()
 }
 
 /// Tickets in flight and what each covers.
@@ -180,7 +195,7 @@ impl Snapshots {
     /// the order they were offered, so when it is durable so is every pass of the round);
     /// with none in flight, they are returned to be acknowledged now, or carried again
     /// when a snapshot was not written since the round began.
-    fn hand_round_on(&mut self, round: RoundAcks) -> Vec<AckRun> {
+    fn hand_round_on(&mut self, round: RoundAcks) -> DomainAcks {
         let newest = self.pending.keys().max().copied();
         if let Some(covered) = newest.and_then(|ticket| self.pending.get_mut(&ticket)) {
             match &mut covered.round {
@@ -198,7 +213,7 @@ impl Snapshots {
 
     /// A finished round's rows once its passes are back: acknowledged when every snapshot
     /// reported since it began was written, else carried into the next round.
-    fn release_round(&mut self, round: RoundAcks) -> Vec<AckRun> {
+    fn release_round(&mut self, round: RoundAcks) -> DomainAcks {
         if self.failures == round.failures_at_start {
             return round.acks;
         }
@@ -216,7 +231,7 @@ impl Snapshots {
 
     /// Takes a ticket the writer handed back: the rows to acknowledge now (those of a
     /// durable snapshot), or None when it was not written.
-    fn settle(&mut self, outcome: TicketOutcome) -> Option<Vec<AckRun>> {
+    fn settle(&mut self, outcome: TicketOutcome) -> Option<DomainAcks> {
         let mut covered = self.pending.remove(&outcome.ticket)?;
         if !outcome.durable {
             self.not_written(covered);
@@ -234,6 +249,23 @@ impl Snapshots {
     /// next round.
     fn note_unencoded(&mut self) {
         self.failures += 1;
+    }
+
+    /// Drops the rows `domain` holds in snapshots not written (carried, or waiting for a
+    /// rewrite round): the domain left the shard, so no later snapshot will hold its state.
+    /// They stay unacknowledged, and their source delivers them again.
+    pub fn forget_domain(&mut self, domain: &str) {
+        let other = |(of, _): &(Arc<str>, AckRun)| &**of != domain;
+        self.carried.acks.retain(other);
+        if let Some(round) = &mut self.rewrite {
+            round.acks.retain(other);
+        }
+        for covered in self.pending.values_mut() {
+            covered.acks.retain(other);
+            if let Some(round) = &mut covered.round {
+                round.acks.retain(other);
+            }
+        }
     }
 
     /// When the next snapshot may run, physical ns, `now_ns` being now: at once when a pass
@@ -291,20 +323,20 @@ impl ShardState {
                 .collect();
             entries.retain(|(key, _)| !live.contains(key));
         }
-        let mut acks: Vec<AckRun> = Vec::new();
+        let mut acks: DomainAcks = Vec::new();
         let mut unfinished = false;
         let mut written = 0usize;
         let mut unencoded = 0usize;
         // Each pass lets the next domain go first: a domain that changes more states than a
         // pass takes between passes would otherwise take every pass, and the others' rounds
         // (and a rewrite round's carried rows) would never finish.
-        let mut runs: Vec<_> = self.runs.values_mut().collect();
+        let mut runs: Vec<_> = self.runs.iter_mut().collect();
         if !runs.is_empty() {
             let first = self.snapshots.periodic_passes % runs.len();
             runs.rotate_left(first);
         }
         self.snapshots.periodic_passes = self.snapshots.periodic_passes.wrapping_add(1);
-        for run in runs {
+        for (domain, run) in runs {
             if rewrite {
                 run.graph.start_rewrite_round();
             }
@@ -320,7 +352,7 @@ impl ShardState {
                 .map(|(_, state)| state.len())
                 .sum::<usize>();
             entries.extend(pass.entries);
-            acks.extend(pass.acks);
+            acks.extend(of_domain(domain, pass.acks));
             unfinished |= pass.unfinished;
         }
         if unencoded > 0 {
@@ -363,8 +395,8 @@ impl ShardState {
         }
     }
 
-    fn ack_runs(&mut self, runs: Vec<AckRun>) {
-        for run in runs {
+    fn ack_runs(&mut self, runs: DomainAcks) {
+        for (_, run) in runs {
             cx!(self).ack(run.root, run.rows as u64);
         }
     }
@@ -416,8 +448,11 @@ impl ShardState {
         // them, so their tickets are back when it returns (a redeploy restores the domain
         // from the store right after, and a stopping node exits).
         match store.write_processor_state_in_order(pass.entries) {
-            Ok(()) => self.ack_runs(pass.acks),
+            Ok(()) => self.ack_runs(of_domain(domain, pass.acks)),
+            // Its rows stay unacknowledged: the domain leaves, and its source delivers them
+            // again to the state it finds stored.
             Err(error) => {
+                self.counters.snapshot.failed += 1;
                 tracing::error!(%domain, %error, "cannot persist processor state at stop")
             }
         }
@@ -425,9 +460,11 @@ impl ShardState {
 
     /// Writes the carried deletions and then every state of every domain on the shard,
     /// waiting until they are durable, and acknowledges what they cover with the rows of the
-    /// snapshots that were not written. Which domains those rows belong to is not recorded,
-    /// so a stop writes all of them: a stop that left the rows unacknowledged would have them
-    /// delivered again after a restart, into restored states that already hold them.
+    /// snapshots that were not written: a stop that left those rows unacknowledged would have
+    /// them delivered again after a restart, into restored states that already hold them.
+    /// Every domain, because carried deletions are not attributed to one. When the write
+    /// fails, all of it is carried, and the leaving domain's rows are dropped with it
+    /// ([`Snapshots::forget_domain`]).
     fn rewrite_everything_now(&mut self) {
         let Some(store) = self.runtime_state.clone() else {
             return;
@@ -436,10 +473,10 @@ impl ShardState {
         let (mut entries, _) = self.snapshots.begin_pass();
         let mut acks = Vec::new();
         let mut unencoded = 0usize;
-        for run in self.runs.values_mut() {
+        for (domain, run) in self.runs.iter_mut() {
             let pass = run.graph.snapshot_work(SnapshotScope::Every);
             entries.extend(pass.entries);
-            acks.extend(pass.acks);
+            acks.extend(of_domain(domain, pass.acks));
             unencoded += pass.unencoded;
         }
         if unencoded > 0 {
@@ -487,19 +524,24 @@ mod tests {
 
     use super::*;
 
-    /// The rows of payload `index` (one run of one row).
-    fn rows(index: u32) -> Vec<AckRun> {
-        vec![AckRun {
+    /// The rows of payload `index` (one run of one row), held by domain `d`.
+    fn rows(index: u32) -> DomainAcks {
+        rows_of("d", index)
+    }
+
+    fn rows_of(domain: &str, index: u32) -> DomainAcks {
+        let run = AckRun {
             root: AckHandle {
                 index,
                 generation: 1,
             },
             rows: 1,
-        }]
+        };
+        of_domain(domain, vec![run])
     }
 
     /// A snapshot offered to the writer covering `acks` (and the deletion of `deleted`).
-    fn offer(snapshots: &mut Snapshots, acks: Vec<AckRun>, deleted: &[u8]) -> u64 {
+    fn offer(snapshots: &mut Snapshots, acks: DomainAcks, deleted: &[u8]) -> u64 {
         let ticket = snapshots.next_ticket;
         snapshots.next_ticket += 1;
         let entries = vec![(deleted.to_vec(), Vec::new())];
@@ -509,7 +551,7 @@ mod tests {
         ticket
     }
 
-    fn back(snapshots: &mut Snapshots, ticket: u64, durable: bool) -> Option<Vec<AckRun>> {
+    fn back(snapshots: &mut Snapshots, ticket: u64, durable: bool) -> Option<DomainAcks> {
         snapshots.settle(TicketOutcome { ticket, durable })
     }
 
@@ -533,7 +575,7 @@ mod tests {
         snapshots.pending.get_mut(&last).unwrap().round = Some(round);
         assert_eq!(back(&mut snapshots, first, true), Some(rows(2)));
         let mut acked = back(&mut snapshots, last, true).unwrap();
-        acked.sort_by_key(|run| run.root.index);
+        acked.sort_by_key(|(_, run)| run.root.index);
         assert_eq!(acked, [rows(1), rows(3)].concat());
         assert!(!snapshots.owes_pass());
     }
@@ -558,7 +600,7 @@ mod tests {
         assert!(rewrite, "another round begins");
         assert_eq!(entries, vec![(b"a".to_vec(), Vec::new())]);
         let mut carried = snapshots.end_pass(false).expect("it ends in one pass").acks;
-        carried.sort_by_key(|run| run.root.index);
+        carried.sort_by_key(|(_, run)| run.root.index);
         assert_eq!(carried, [rows(1), rows(2)].concat());
     }
 
@@ -574,7 +616,7 @@ mod tests {
         let round = snapshots.end_pass(false).expect("the round ends");
         assert!(snapshots.hand_round_on(round).is_empty());
         let mut acked = back(&mut snapshots, in_flight, true).unwrap();
-        acked.sort_by_key(|run| run.root.index);
+        acked.sort_by_key(|(_, run)| run.root.index);
         assert_eq!(acked, [rows(1), rows(2)].concat());
 
         let failed = offer(&mut snapshots, rows(4), b"gone");
@@ -617,6 +659,30 @@ mod tests {
         assert_eq!(
             snapshots.next_due_ns(now_ns),
             now_ns + TICKETS_FULL_RECHECK_NS
+        );
+    }
+
+    /// A domain leaves with rows in snapshots that were not written: its rows are dropped
+    /// (they stay unacknowledged), the other domain's stay carried for the next round.
+    #[test]
+    fn a_leaving_domains_carried_rows_are_dropped_and_the_others_kept() {
+        let mut snapshots = Snapshots::default();
+        let failed = offer(
+            &mut snapshots,
+            [rows_of("a", 1), rows_of("b", 2)].concat(),
+            b"k",
+        );
+        back(&mut snapshots, failed, false);
+        snapshots.forget_domain("a");
+        assert_eq!(snapshots.carried.acks, rows_of("b", 2));
+        snapshots.begin_pass();
+        let in_flight = offer(&mut snapshots, rows_of("a", 3), b"k2");
+        snapshots.forget_domain("b");
+        let round = snapshots.end_pass(false).expect("the round ends");
+        assert!(round.acks.is_empty(), "b's held rows are dropped");
+        assert!(
+            snapshots.pending[&in_flight].acks.len() == 1,
+            "a's pass in flight is kept"
         );
     }
 }
