@@ -142,6 +142,32 @@ pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
         .sum()
 }
 
+/// `times` and `args` in time order (stable: rows of one instant keep their admission order,
+/// which FIRST, LAST and ties go by), with the order taken.
+fn by_time(
+    times: &Int64Array,
+    args: &[Vec<ArrayRef>],
+) -> Result<(Int64Array, Vec<Vec<ArrayRef>>, arrow_array::UInt32Array), arrow_schema::ArrowError> {
+    let mut positions: Vec<u32> = (0..times.len() as u32).collect();
+    positions.sort_by_key(|row| times.value(*row as usize));
+    let order = arrow_array::UInt32Array::from(positions);
+    let times = arrow_select::take::take(times, &order, None)?
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .cloned()
+        .ok_or_else(|| arrow_schema::ArrowError::CastError("times".into()))?;
+    let args = args
+        .iter()
+        .map(|values| {
+            values
+                .iter()
+                .map(|array| arrow_select::take::take(array.as_ref(), &order, None))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((times, args, order))
+}
+
 /// Where the window after a step begins: at the step `cutoff`, or, when the earliest retained
 /// row is at or past that window's end, at the first later step that holds it. A window of
 /// the step grid that holds no row would emit a record of nothing (a branch whose next row
@@ -195,35 +221,34 @@ impl WindowState {
         plan.reserved_bytes + self.bytes + bytes > plan.branch_cap_bytes()
     }
 
-    /// Retains `rows` rows with their `times` and evaluated arguments.
+    /// Retains `rows` rows with their `times` and evaluated arguments. Rows it cannot take
+    /// (their arrays disagree on length) come back as an error with their acknowledgement
+    /// runs, for the caller to refuse.
     pub fn admit(
         &mut self,
         times: Int64Array,
-        mut args: Vec<Vec<ArrayRef>>,
+        args: Vec<Vec<ArrayRef>>,
         rows: usize,
-        mut acks: Vec<AckRun>,
-    ) -> Result<(), arrow_schema::ArrowError> {
-        if rows == 0 || times.len() != rows {
+        acks: Vec<AckRun>,
+    ) -> Result<(), (arrow_schema::ArrowError, Vec<AckRun>)> {
+        if rows == 0 {
             return Ok(());
         }
-        let mut times = times;
-        if !times.values().is_sorted() {
-            // Stable: rows of one instant keep their admission order (FIRST, LAST and ties).
-            let mut positions: Vec<u32> = (0..rows as u32).collect();
-            positions.sort_by_key(|row| times.value(*row as usize));
-            let order = arrow_array::UInt32Array::from(positions);
-            times = arrow_select::take::take(&times, &order, None)?
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .cloned()
-                .ok_or_else(|| arrow_schema::ArrowError::CastError("times".into()))?;
-            for values in &mut args {
-                for array in values.iter_mut() {
-                    *array = arrow_select::take::take(array.as_ref(), &order, None)?;
-                }
-            }
-            acks = permuted_runs(&acks, &order);
+        let lengths_agree = times.len() == rows && args.iter().flatten().all(|a| a.len() == rows);
+        if !lengths_agree {
+            let error = arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "{rows} rows with arrays of other lengths"
+            ));
+            return Err((error, acks));
         }
+        let (times, args, acks) = if times.values().is_sorted() {
+            (times, args, acks)
+        } else {
+            match by_time(&times, &args) {
+                Ok((times, args, order)) => (times, args, permuted_runs(&acks, &order)),
+                Err(error) => return Err((error, acks)),
+            }
+        };
         let bytes = args_bytes(&args);
         self.bytes += bytes;
         self.dirty = true;
@@ -524,7 +549,8 @@ impl WindowState {
             }
             args.push(values);
         }
-        self.admit(times, args, rows, Vec::new())?;
+        self.admit(times, args, rows, Vec::new())
+            .map_err(|(error, _)| SnapshotError::Arrow(error))?;
         Ok(())
     }
 }
@@ -827,5 +853,26 @@ mod tests {
         state.step(&plan);
         assert_eq!(state.retained_rows(), 1);
         assert_eq!(state.bytes(), kept);
+    }
+
+    /// Rows whose arrays disagree on length are refused with their acknowledgement runs
+    /// handed back (the caller refuses them), never kept nor silently dropped.
+    #[test]
+    fn rows_a_window_cannot_take_come_back_with_their_acknowledgements() {
+        use nervix_shards::ack::AckHandle;
+
+        let run = AckRun {
+            root: AckHandle {
+                index: 3,
+                generation: 1,
+            },
+            rows: 2,
+        };
+        let mut state = WindowState::default();
+        let (_, refused) = state
+            .admit(Int64Array::from(vec![1, 2, 3]), Vec::new(), 2, vec![run])
+            .expect_err("three times for two rows");
+        assert_eq!(refused, vec![run]);
+        assert_eq!(state.retained_rows(), 0);
     }
 }

@@ -9,7 +9,8 @@
 //! pending correlator rows); the shard acknowledges them only once the store says the snapshot
 //! is durable. So such a row is acknowledged exactly when a restart would find it (or, if it
 //! leaves first, when it leaves), and a restored state never counts a row its source delivers
-//! again. A state that fails to encode is logged and keeps its rows' units. A branch that
+//! again. A state that fails to encode is logged and keeps its rows' units (a rewrite round
+//! that met one does not release the rows it carries, `shard::snapshots`). A branch that
 //! leaves (or empties) is deleted from the store by the next snapshot.
 //!
 //! Restore runs when a domain is deployed on a shard: each stored branch goes to the shard
@@ -129,7 +130,8 @@ impl Graph {
     /// Encodes processor branch states, with the acknowledgement runs the snapshot covers, and
     /// the deletions of states that left. `scope` says which states ([`SnapshotScope`]); a
     /// round slice takes the next entries of the current round (a branch whose state left
-    /// meanwhile, or fails to encode and stays changed for the next round, still counts). A
+    /// meanwhile, or fails to encode, still counts: a window that failed stays changed for
+    /// the next round, a reorder buffer or correlator branch is tried again once it changes). A
     /// round is the states changed when it began, in a list; a pass takes from its front, so
     /// each changed state is written within the round however often its neighbours change
     /// meanwhile, and states that change during a round wait for the next one. The other

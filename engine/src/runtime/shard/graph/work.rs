@@ -591,8 +591,11 @@ impl Graph {
         let times = kept
             .event_times()
             .unwrap_or_else(|| Int64Array::from_value(at.snapshot_ns, kept.rows));
-        if let Err(error) = state.admit(times, args, kept.rows, retained_acks) {
+        if let Err((error, refused)) = state.admit(times, args, kept.rows, retained_acks) {
             logs.push(format!("rows could not enter the window: {error}"));
+            for run in refused {
+                cx.nack(run.root);
+            }
         }
         // An emission pass drops the windows it empties; one left empty here (no row
         // admitted) is dropped below.
