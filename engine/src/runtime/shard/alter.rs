@@ -69,6 +69,7 @@ impl ShardState {
         };
         run.graph.held_frames() == 0
             && run.graph.buffered_route_branches() == 0
+            && run.graph.held_reorder_rows() == 0
             && self.kafka_domain_settled(domain)
             && !self
                 .admitted

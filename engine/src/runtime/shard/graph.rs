@@ -223,6 +223,9 @@ pub struct Graph {
     snapshot_round: VecDeque<(usize, BranchKey)>,
     /// Set while a leaving branch flushes (see `touch_branch`).
     evicting: bool,
+    /// The domain is held for a model change (`work::flush_for_pause`): every tick
+    /// force-flushes, reorder buffers included, until the new graph replaces this one.
+    holding: bool,
 }
 
 /// How a node's materialized dependencies resolved for one batch.
@@ -377,6 +380,7 @@ impl Graph {
             work_changed: false,
             snapshot_round: VecDeque::new(),
             evicting: false,
+            holding: false,
             plan,
         }
     }
@@ -1307,7 +1311,13 @@ impl Graph {
             self.evicting = false;
             self.drop_branch_state(&key, cx);
         }
-        self.flush_due(at, cx);
+        if self.holding {
+            // Rows that reached a reorderer after the hold began (from upstream buffers the
+            // hold flushed) leave too: the old ordering must not outlive the hold.
+            self.flush_for_pause(at, cx);
+        } else {
+            self.flush_due(at, cx);
+        }
         self.pump(at, cx);
     }
 
@@ -1346,6 +1356,14 @@ impl Graph {
     }
 
     /// Rows held anywhere in the graph (relay buffers, blocked frames, emitter queues).
+    /// Rows the graph's reorder buffers hold.
+    pub fn held_reorder_rows(&self) -> usize {
+        self.work
+            .iter()
+            .map(work::WorkState::held_reorder_rows)
+            .sum()
+    }
+
     pub fn held_frames(&self) -> usize {
         self.relays.iter().map(|r| r.buffer.len()).sum::<usize>()
             + self

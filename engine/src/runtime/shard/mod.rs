@@ -419,12 +419,14 @@ impl ShardState {
         }
         self.close_all_groups(domain);
         self.close_kafka_groups(domain);
-        self.snapshot_domain_now(domain);
         let at = self.instant();
         if let Some(run) = self.runs.get_mut(domain) {
             run.graph.flush_all(None, at, cx!(self));
             run.graph.pump(at, cx!(self));
         }
+        // After the flush: rows it released (due reorder rows, collected correlator rows)
+        // are then in no state the snapshot holds, so a restart does not send them again.
+        self.snapshot_domain_now(domain);
         self.dispatch_sinks();
         self.end_attachments(domain, reason);
         self.persist_kafka_offsets(domain, None);
@@ -548,15 +550,16 @@ impl ShardState {
 
     /// Force-flushes every route buffer of every domain (graceful shutdown), then steps.
     pub fn flush_everything(&mut self) {
-        let domains: Vec<String> = self.runs.keys().cloned().collect();
-        for domain in domains {
-            self.snapshot_domain_now(&domain);
-        }
         let at = self.instant();
         for run in self.runs.values_mut() {
             run.graph.flush_all(None, at, cx!(self));
         }
         self.step();
+        // After the flush, as in `undeploy`: what it released is in no snapshotted state.
+        let domains: Vec<String> = self.runs.keys().cloned().collect();
+        for domain in domains {
+            self.snapshot_domain_now(&domain);
+        }
     }
 
     /// Flushes due route buffers, sweeps branches and times out batches, then steps; the tick's

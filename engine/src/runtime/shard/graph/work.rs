@@ -308,6 +308,14 @@ impl WorkState {
 
     /// The branches holding snapshotted state: those changed since their last snapshot when
     /// `changed_only`, else all.
+    /// Rows held in reorder buffers (none for other work).
+    pub fn held_reorder_rows(&self) -> usize {
+        match self {
+            WorkState::Reorder { buffers } => buffers.values().map(OrderBuffer::held_rows).sum(),
+            _ => 0,
+        }
+    }
+
     pub fn keys(&self, changed_only: bool) -> Vec<BranchKey> {
         fn pick<'a, S>(
             states: impl Iterator<Item = (&'a BranchKey, &'a S)>,
@@ -761,6 +769,7 @@ impl Graph {
     /// reorderers' ordering buffers are force-released too (spec: "the old ordering buffers
     /// are force-flushed while the input relays are gated").
     pub fn flush_for_pause(&mut self, at: Instant, cx: &mut Ctx<'_>) {
+        self.holding = true;
         let at = at.in_domain(&self.plan.pace);
         self.release_collected(Some(None), at, cx);
         self.release_held(Some(None), true, at, cx);
