@@ -79,7 +79,12 @@ impl Dyadic {
         // |elapsed| < 2^65 and mantissa < 2^53: the product fits.
         let product = elapsed * self.mantissa;
         if self.exponent >= 0 {
-            let factor = 1i128.checked_shl(self.exponent as u32).unwrap_or(0);
+            // 2^127 does not fit an i128 (`checked_shl` checks the shift, not the value).
+            let factor = if self.exponent < 127 {
+                1i128 << self.exponent
+            } else {
+                0
+            };
             match product.checked_mul(factor) {
                 Some(value) if factor != 0 => value,
                 _ if product == 0 => 0,
@@ -242,6 +247,27 @@ mod tests {
     use super::*;
 
     const SECOND: i64 = 1_000_000_000;
+
+    /// A rate of 2^127 (or more) saturates time forward, never wraps it to the past.
+    #[test]
+    fn a_rate_past_an_i128_saturates() {
+        for exponent in [126, 127, 200] {
+            let rate = Dyadic {
+                mantissa: 1,
+                exponent,
+            };
+            assert_eq!(
+                rate.scale(1),
+                if exponent < 127 { 1 << 126 } else { i128::MAX }
+            );
+            assert_eq!(rate.scale(0), 0);
+        }
+        let rate = Dyadic {
+            mantissa: 1,
+            exponent: 127,
+        };
+        assert_eq!(rate.scale(-1), i128::MIN);
+    }
 
     fn clock(rate: f64) -> DomainClock {
         DomainClock::new(1_700_000_000 * SECOND, 5_000, rate).expect("a valid rate")

@@ -7,16 +7,20 @@
 //! below is under 10⁻²⁴ — accepted and documented (docs/decisions.md).
 //!
 //! Why it is exact: a key is a duplicate while `now − first_seen < MAX TIME` (spec: "each key
-//! expires MAX TIME after its … first sighting"); first sightings are queued in time order
-//! (execution snapshots of one domain never go back), so expiry pops the queue's front and
-//! removes the key only when the map still holds that same sighting. Duplicates inside one
-//! batch are caught because the batch's rows are admitted in order.
+//! expires MAX TIME after its … first sighting"); first sightings are queued in time order, so
+//! expiry pops the queue's front and removes the key only when the map still holds that same
+//! sighting. Domain time can go back — a new START earlier than the restored keys, a wall
+//! clock stepped back under an unpaced domain — so a sighting earlier than the queue's newest
+//! goes to a second queue ordered by time instead: a later sighting at the front never holds
+//! up the expiry of earlier ones (the keyspace would otherwise fill and refuse every new key).
+//! Duplicates inside one batch are caught because the batch's rows are admitted in order.
 //!
 //! Bounded: at most [`MAX_KEYS_PER_BRANCH`] live keys; a row whose new key would exceed it is
 //! refused (the caller negatively acknowledges it, so nothing is lost and the source redelivers
 //! after keys expire).
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::ops::Range;
 
 use arrow_array::ArrayRef;
@@ -40,7 +44,10 @@ pub enum Sighting {
 #[derive(Debug, Default)]
 pub struct Keyspace {
     first_seen: HashMap<u128, i64>,
+    /// Sightings in the order they came, which is time order.
     by_time: VecDeque<(i64, u128)>,
+    /// Sightings earlier than `by_time`'s newest when they came, earliest on top.
+    out_of_order: BinaryHeap<Reverse<(i64, u128)>>,
     /// Changed since its last snapshot.
     dirty: bool,
 }
@@ -67,10 +74,35 @@ impl Keyspace {
                 break;
             }
             self.by_time.pop_front();
-            if self.first_seen.get(&key) == Some(&seen) {
-                self.first_seen.remove(&key);
-                self.dirty = true;
+            self.forget(key, seen);
+        }
+        while let Some(&Reverse((seen, key))) = self.out_of_order.peek() {
+            if seen > cutoff {
+                break;
             }
+            self.out_of_order.pop();
+            self.forget(key, seen);
+        }
+    }
+
+    /// Removes `key` when the map still holds this sighting of it.
+    fn forget(&mut self, key: u128, seen: i64) {
+        if self.first_seen.get(&key) == Some(&seen) {
+            self.first_seen.remove(&key);
+            self.dirty = true;
+        }
+    }
+
+    /// Queues a sighting for expiry (see the module docs for the two queues).
+    fn queue(&mut self, key: u128, seen: i64) {
+        if self
+            .by_time
+            .back()
+            .is_some_and(|(newest, _)| seen < *newest)
+        {
+            self.out_of_order.push(Reverse((seen, key)));
+        } else {
+            self.by_time.push_back((seen, key));
         }
     }
 
@@ -83,7 +115,7 @@ impl Keyspace {
             return Sighting::Full;
         }
         self.first_seen.insert(key, now_ns);
-        self.by_time.push_back((now_ns, key));
+        self.queue(key, now_ns);
         self.dirty = true;
         Sighting::First
     }
@@ -96,15 +128,17 @@ impl Keyspace {
         }
         let entry = self.first_seen.entry(key).or_insert(first_seen_ns);
         if *entry == first_seen_ns {
-            // Restores arrive in time order (they are written from `entries`).
-            self.by_time.push_back((first_seen_ns, key));
+            self.queue(key, first_seen_ns);
         }
     }
 
-    /// Every live key with its first sighting, oldest first (backups and snapshots).
+    /// Every live key with its first sighting (backups and snapshots): the in-order ones
+    /// oldest first, then the others.
     pub fn entries(&self) -> impl Iterator<Item = (u128, i64)> + '_ {
+        let late = self.out_of_order.iter().map(|Reverse(sighting)| sighting);
         self.by_time
             .iter()
+            .chain(late)
             .filter(|(seen, key)| self.first_seen.get(key) == Some(seen))
             .map(|(seen, key)| (*key, *seen))
     }
@@ -188,6 +222,33 @@ pub fn key_converter(values: &[ArrayRef]) -> Result<RowConverter, arrow_schema::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Domain time went back (a restored key first seen later than now): keys seen since
+    /// still expire MAX TIME after their sighting, behind the later one, and the snapshot
+    /// carries both.
+    #[test]
+    fn keys_expire_in_time_even_after_domain_time_went_back() {
+        let mut space = Keyspace::default();
+        space.restore(1, 1_000);
+        assert_eq!(space.admit(2, 10), Sighting::First);
+        assert_eq!(space.admit(3, 20), Sighting::First);
+        space.expire(115, 100);
+        assert_eq!(space.admit(2, 115), Sighting::First, "2 expired at 110");
+        assert_eq!(
+            space.admit(3, 115),
+            Sighting::Duplicate,
+            "3 lives until 120"
+        );
+        assert_eq!(
+            space.admit(1, 115),
+            Sighting::Duplicate,
+            "1 lives until 1,100"
+        );
+        let restored = Keyspace::from_snapshot(&space.snapshot(9), 9).expect("reads back");
+        let mut keys: Vec<(u128, i64)> = restored.entries().collect();
+        keys.sort();
+        assert_eq!(keys, vec![(1, 1_000), (2, 115), (3, 20)]);
+    }
 
     #[test]
     fn a_key_is_a_duplicate_until_max_time_after_its_first_sighting() {

@@ -49,6 +49,10 @@ pub(super) struct GeneratorState {
     births: Vec<BranchKey>,
     /// Branches the current occurrence still owes a generation, in order.
     pending: VecDeque<BranchKey>,
+    /// The schedule reached the last representable instant: no later occurrence exists
+    /// (without this, an occurrence saturated at that instant would be due again at once,
+    /// forever).
+    ended: bool,
 }
 
 impl GeneratorState {
@@ -68,10 +72,12 @@ impl GeneratorState {
             // Still working through an occurrence: what comes due meanwhile coalesces.
             return;
         }
-        if next_ns <= now_ns {
+        if next_ns <= now_ns && !self.ended {
             self.births.clear();
             self.pending.extend(branches());
-            self.next_ns = Some(occurrence(next_ns, each_ns, now_ns).1);
+            let following_ns = occurrence(next_ns, each_ns, now_ns).1;
+            self.next_ns = Some(following_ns);
+            self.ended = following_ns <= now_ns;
         } else {
             self.pending.extend(self.births.drain(..));
         }
@@ -80,7 +86,7 @@ impl GeneratorState {
     /// When the ticker must next wake for this generator (domain ns): its next occurrence,
     /// while there is state to generate from and the node is free to publish.
     pub(super) fn deadline_ns(&self, has_state: bool, blocked: bool) -> Option<i64> {
-        if blocked || !has_state {
+        if blocked || !has_state || self.ended {
             return None;
         }
         self.next_ns
@@ -216,6 +222,17 @@ mod tests {
         assert_eq!(owed(&mut state, 1_199, &["a"]), Vec::<BranchKey>::new());
         assert_eq!(owed(&mut state, 1_200, &["a"]), vec![key("a")]);
         assert_eq!(state.next_ns, Some(1_400));
+    }
+
+    /// At the last representable instant the schedule generates once more and then ends:
+    /// its next boundary cannot come after now, and it is not due again and again.
+    #[test]
+    fn a_schedule_at_the_end_of_time_generates_once_and_ends() {
+        let mut state = GeneratorState::default();
+        owed(&mut state, i64::MAX - 300, &["a"]);
+        assert_eq!(owed(&mut state, i64::MAX, &["a"]), vec![key("a")]);
+        assert_eq!(owed(&mut state, i64::MAX, &["a"]), Vec::<BranchKey>::new());
+        assert_eq!(state.deadline_ns(true, false), None);
     }
 
     #[test]
