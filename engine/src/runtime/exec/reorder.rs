@@ -152,124 +152,152 @@ impl OrderBuffer {
         self.dirty = true;
         let chunks = std::mem::take(&mut self.chunks);
         let rows = std::mem::take(&mut self.rows);
-        self.earliest_ns = None;
-
-        let width = chunks[0].columns.len();
-        let key_width = chunks[0].keys.len();
-        let gather = |pick: &dyn Fn(&Chunk) -> &ArrayRef| -> Result<ArrayRef, ArrowError> {
-            let parts: Vec<&dyn Array> = chunks.iter().map(|c| pick(c).as_ref()).collect();
-            concat(&parts)
-        };
-        let columns = (0..width)
-            .map(|i| gather(&|c: &Chunk| &c.columns[i]))
-            .collect::<Result<Vec<_>, _>>()?;
-        let keys = (0..key_width)
-            .map(|i| gather(&|c: &Chunk| &c.keys[i]))
-            .collect::<Result<Vec<_>, _>>()?;
-        let arrival = gather(&|c: &Chunk| &c.arrival)?;
-        let times = if chunks.iter().all(|c| c.times.is_some()) {
-            let parts: Vec<&dyn Array> = chunks.iter().filter_map(|c| c.times.as_deref()).collect();
-            Some(concat(&parts)?)
-        } else {
-            None
-        };
-        // Per row: the index of its run in `runs`, so acknowledgements follow the sort.
-        let mut runs: Vec<AckRun> = Vec::new();
-        let mut run_of_row: Vec<u32> = Vec::with_capacity(rows);
-        for chunk in &chunks {
-            if chunk.acks.is_empty() {
-                let n = chunk.arrival.len();
-                run_of_row.extend(std::iter::repeat_n(NO_RUN, n));
-                continue;
+        let earliest_ns = self.earliest_ns.take();
+        match cut_release(&chunks, rows, now_ns, max_time_ns, force) {
+            Ok((released, kept)) => {
+                for chunk in kept {
+                    self.push_chunk(chunk);
+                }
+                Ok(released)
             }
-            for run in &chunk.acks {
-                run_of_row.extend(std::iter::repeat_n(runs.len() as u32, run.rows as usize));
-                runs.push(*run);
+            Err(error) => {
+                // Nothing leaves: the held rows stay as they were, units and all, and the
+                // next release tries again (the caller logs why).
+                self.chunks = chunks;
+                self.rows = rows;
+                self.earliest_ns = earliest_ns;
+                Err(error)
             }
         }
-        let run_of_row: ArrayRef = Arc::new(UInt32Array::from(run_of_row));
-        // Arrival, then position, break ties: the sort is stable in arrival order.
-        let position: ArrayRef = Arc::new(UInt32Array::from_iter_values(0..rows as u32));
-        let mut sort: Vec<SortColumn> = keys
-            .iter()
-            .map(|values| SortColumn {
-                values: values.clone(),
-                options: None,
-            })
-            .collect();
-        for tiebreak in [&arrival, &position] {
-            sort.push(SortColumn {
-                values: tiebreak.clone(),
-                options: None,
-            });
-        }
-        let order = lexsort_to_indices(&sort, None)?;
-        let sorted_arrival = take(arrival.as_ref(), &order, None)?;
-        let sorted_arrival = sorted_arrival
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| ArrowError::CastError("arrival is not I64".into()))?;
-        let cutoff = now_ns.saturating_sub(max_time_ns.min(i64::MAX as u64) as i64);
-        let mut cut = if force {
-            rows
-        } else {
-            sorted_arrival
-                .values()
-                .iter()
-                .rposition(|arrived| *arrived <= cutoff)
-                .map_or(0, |last_due| last_due + 1)
-        };
-        if rows - cut > MAX_HELD_ROWS_PER_BRANCH {
-            cut = rows - MAX_HELD_ROWS_PER_BRANCH;
-        }
-        let released_order = order.slice(0, cut);
-        let kept_order = order.slice(cut, rows - cut);
-        let pick = |array: &ArrayRef, which: &UInt32Array| take(array.as_ref(), which, None);
-
-        let released = pieces(
-            columns
-                .iter()
-                .map(|c| pick(c, &released_order))
-                .collect::<Result<_, _>>()?,
-            times
-                .as_ref()
-                .map(|t| pick(t, &released_order))
-                .transpose()?,
-            &pick(&run_of_row, &released_order)?,
-            &runs,
-        )?;
-
-        if cut < rows {
-            // Kept rows stay in sorted order, as consecutive chunks that each carry units for
-            // all their rows or none (so a later release maps rows to runs correctly).
-            let kept_columns: Vec<ArrayRef> = columns
-                .iter()
-                .chain(&keys)
-                .chain(std::iter::once(&arrival))
-                .map(|c| pick(c, &kept_order))
-                .collect::<Result<_, _>>()?;
-            let kept_times = times.as_ref().map(|t| pick(t, &kept_order)).transpose()?;
-            let kept_runs = pick(&run_of_row, &kept_order)?;
-            for piece in pieces(kept_columns, kept_times, &kept_runs, &runs)? {
-                let mut all = piece.columns;
-                let arrival = all.pop().expect("the arrival column was added");
-                let keys = all.split_off(width);
-                self.push_chunk(Chunk {
-                    columns: all,
-                    keys,
-                    arrival,
-                    acks: piece.acks,
-                    times: piece.times,
-                });
-            }
-        }
-        Ok(released)
     }
 
     /// Every held acknowledgement run (a branch leaving drops its held rows with these).
     pub fn held_acks(&self) -> impl Iterator<Item = &AckRun> {
         self.chunks.iter().flat_map(|c| c.acks.iter())
     }
+}
+
+/// What [`OrderBuffer::release`] lets out of `chunks` (`rows` rows): the released pieces in
+/// BY order, and the kept rows as chunks in sorted order. Reads `chunks` only, so a failure
+/// leaves the buffer as it was.
+fn cut_release(
+    chunks: &[Chunk],
+    rows: usize,
+    now_ns: i64,
+    max_time_ns: u64,
+    force: bool,
+) -> Result<(Vec<Released>, Vec<Chunk>), ArrowError> {
+    let width = chunks[0].columns.len();
+    let key_width = chunks[0].keys.len();
+    let gather = |pick: &dyn Fn(&Chunk) -> &ArrayRef| -> Result<ArrayRef, ArrowError> {
+        let parts: Vec<&dyn Array> = chunks.iter().map(|c| pick(c).as_ref()).collect();
+        concat(&parts)
+    };
+    let columns = (0..width)
+        .map(|i| gather(&|c: &Chunk| &c.columns[i]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = (0..key_width)
+        .map(|i| gather(&|c: &Chunk| &c.keys[i]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let arrival = gather(&|c: &Chunk| &c.arrival)?;
+    let times = if chunks.iter().all(|c| c.times.is_some()) {
+        let parts: Vec<&dyn Array> = chunks.iter().filter_map(|c| c.times.as_deref()).collect();
+        Some(concat(&parts)?)
+    } else {
+        None
+    };
+    // Per row: the index of its run in `runs`, so acknowledgements follow the sort.
+    let mut runs: Vec<AckRun> = Vec::new();
+    let mut run_of_row: Vec<u32> = Vec::with_capacity(rows);
+    for chunk in chunks {
+        if chunk.acks.is_empty() {
+            let n = chunk.arrival.len();
+            run_of_row.extend(std::iter::repeat_n(NO_RUN, n));
+            continue;
+        }
+        for run in &chunk.acks {
+            run_of_row.extend(std::iter::repeat_n(runs.len() as u32, run.rows as usize));
+            runs.push(*run);
+        }
+    }
+    let run_of_row: ArrayRef = Arc::new(UInt32Array::from(run_of_row));
+    // Arrival, then position, break ties: the sort is stable in arrival order.
+    let position: ArrayRef = Arc::new(UInt32Array::from_iter_values(0..rows as u32));
+    let mut sort: Vec<SortColumn> = keys
+        .iter()
+        .map(|values| SortColumn {
+            values: values.clone(),
+            options: None,
+        })
+        .collect();
+    for tiebreak in [&arrival, &position] {
+        sort.push(SortColumn {
+            values: tiebreak.clone(),
+            options: None,
+        });
+    }
+    let order = lexsort_to_indices(&sort, None)?;
+    let sorted_arrival = take(arrival.as_ref(), &order, None)?;
+    let sorted_arrival = sorted_arrival
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .ok_or_else(|| ArrowError::CastError("arrival is not I64".into()))?;
+    let cutoff = now_ns.saturating_sub(max_time_ns.min(i64::MAX as u64) as i64);
+    let mut cut = if force {
+        rows
+    } else {
+        sorted_arrival
+            .values()
+            .iter()
+            .rposition(|arrived| *arrived <= cutoff)
+            .map_or(0, |last_due| last_due + 1)
+    };
+    if rows - cut > MAX_HELD_ROWS_PER_BRANCH {
+        cut = rows - MAX_HELD_ROWS_PER_BRANCH;
+    }
+    let released_order = order.slice(0, cut);
+    let kept_order = order.slice(cut, rows - cut);
+    let pick = |array: &ArrayRef, which: &UInt32Array| take(array.as_ref(), which, None);
+
+    let released = pieces(
+        columns
+            .iter()
+            .map(|c| pick(c, &released_order))
+            .collect::<Result<_, _>>()?,
+        times
+            .as_ref()
+            .map(|t| pick(t, &released_order))
+            .transpose()?,
+        &pick(&run_of_row, &released_order)?,
+        &runs,
+    )?;
+
+    let mut kept = Vec::new();
+    if cut < rows {
+        // Kept rows stay in sorted order, as consecutive chunks that each carry units for
+        // all their rows or none (so a later release maps rows to runs correctly).
+        let kept_columns: Vec<ArrayRef> = columns
+            .iter()
+            .chain(&keys)
+            .chain(std::iter::once(&arrival))
+            .map(|c| pick(c, &kept_order))
+            .collect::<Result<_, _>>()?;
+        let kept_times = times.as_ref().map(|t| pick(t, &kept_order)).transpose()?;
+        let kept_runs = pick(&run_of_row, &kept_order)?;
+        for piece in pieces(kept_columns, kept_times, &kept_runs, &runs)? {
+            let mut all = piece.columns;
+            let arrival = all.pop().expect("the arrival column was added");
+            let keys = all.split_off(width);
+            kept.push(Chunk {
+                columns: all,
+                keys,
+                arrival,
+                acks: piece.acks,
+                times: piece.times,
+            });
+        }
+    }
+    Ok((released, kept))
 }
 
 /// Released rows (`columns`, `times`, each row's run index in `run_of_row`) cut into
@@ -357,6 +385,31 @@ mod tests {
             index,
             generation: 0,
         }
+    }
+
+    /// A release that fails (here: two chunks whose columns cannot be concatenated; in
+    /// practice, over 2 GiB of one STRING column) lets nothing out and loses nothing: the
+    /// rows stay held with their units.
+    #[test]
+    fn a_release_that_fails_keeps_every_held_row() {
+        let mut buffer = OrderBuffer::default();
+        let run = vec![AckRun {
+            root: root(1),
+            rows: 1,
+        }];
+        let text: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["x"]));
+        buffer.hold(
+            (vec![ints(&[1])], None),
+            vec![ints(&[1])],
+            1,
+            0,
+            run.clone(),
+        );
+        buffer.hold((vec![text], None), vec![ints(&[2])], 1, 0, run);
+        assert!(buffer.release(0, 100, true).is_err());
+        assert_eq!(buffer.held_rows(), 2);
+        assert_eq!(buffer.held_acks().count(), 2);
+        assert_eq!(buffer.due_ns(100), Some(100));
     }
 
     #[test]
