@@ -180,7 +180,8 @@ impl PendingRows {
             self.release(row.segment);
         }
         leaving.extend(gone);
-        self.compact_if_needed()
+        self.compact_after_leaving();
+        Ok(())
     }
 
     /// Removes the rows whose `time_ns + max_time_ns <= reached_ns` (all when `force`) into
@@ -200,7 +201,18 @@ impl PendingRows {
             self.release(row.segment);
             leaving.push(row);
         }
-        self.compact_if_needed()
+        self.compact_after_leaving();
+        Ok(())
+    }
+
+    /// Compacts after rows left, when due. The rows in `leaving` are gone either way: a
+    /// compaction that fails (its columns cannot be gathered, past 2 GiB of one STRING
+    /// column) leaves the segments as they were, to try again later, rather than fail the
+    /// removal — the caller would otherwise drop rows that left and their units with them.
+    fn compact_after_leaving(&mut self) {
+        if let Err(error) = self.compact_if_needed() {
+            tracing::warn!(%error, "pending rows could not be compacted; their memory is kept");
+        }
     }
 
     /// The columns of the rows at `positions`, in that order.
