@@ -123,13 +123,18 @@ impl Keyspace {
     /// Installs a key with its archived first sighting (restore); a later sighting of the
     /// same key keeps the earlier time.
     pub fn restore(&mut self, key: u128, first_seen_ns: i64) {
-        if self.first_seen.len() >= MAX_KEYS_PER_BRANCH {
-            return;
+        match self.first_seen.get(&key) {
+            // A repeat of the kept sighting, or a later one: nothing changes (queued twice,
+            // the key would be written twice by the next snapshot, which then reads back
+            // as damaged).
+            Some(kept) if *kept <= first_seen_ns => return,
+            // An earlier sighting replaces the kept one; the queued one goes stale.
+            Some(_) => {}
+            None if self.first_seen.len() >= MAX_KEYS_PER_BRANCH => return,
+            None => {}
         }
-        let entry = self.first_seen.entry(key).or_insert(first_seen_ns);
-        if *entry == first_seen_ns {
-            self.queue(key, first_seen_ns);
-        }
+        self.first_seen.insert(key, first_seen_ns);
+        self.queue(key, first_seen_ns);
     }
 
     /// Every live key with its first sighting (backups and snapshots): the in-order ones
@@ -222,6 +227,20 @@ pub fn key_converter(values: &[ArrayRef]) -> Result<RowConverter, arrow_schema::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot that lists a key twice (damaged, or a hand-made backup) restores it once,
+    /// at its earlier sighting, and its next snapshot reads back.
+    #[test]
+    fn a_key_listed_twice_restores_once_at_its_earlier_sighting() {
+        let mut space = Keyspace::default();
+        for (key, seen) in [(5, 30), (5, 30), (5, 10), (6, 0), (6, 0)] {
+            space.restore(key, seen);
+        }
+        let mut keys: Vec<(u128, i64)> = space.entries().collect();
+        keys.sort();
+        assert_eq!(keys, vec![(5, 10), (6, 0)]);
+        assert!(Keyspace::from_snapshot(&space.snapshot(9), 9).is_some());
+    }
 
     /// Domain time went back (a restored key first seen later than now): keys seen since
     /// still expire MAX TIME after their sighting, behind the later one, and the snapshot
