@@ -318,8 +318,8 @@ impl ShardState {
             // later durable snapshot of that key had acknowledged).
             let live: std::collections::HashSet<Vec<u8>> = self
                 .runs
-                .values()
-                .flat_map(|run| run.graph.live_stored_keys())
+                .values_mut()
+                .flat_map(|run| run.graph.start_rewrite_round())
                 .collect();
             entries.retain(|(key, _)| !live.contains(key));
         }
@@ -337,9 +337,6 @@ impl ShardState {
         }
         self.snapshots.periodic_passes = self.snapshots.periodic_passes.wrapping_add(1);
         for (domain, run) in runs {
-            if rewrite {
-                run.graph.start_rewrite_round();
-            }
             let budget = PassBudget {
                 states: MAX_ENTRIES_PER_PASS.saturating_sub(entries.len()),
                 bytes: MAX_BYTES_PER_PASS.saturating_sub(written),

@@ -197,28 +197,20 @@ impl Graph {
     /// Starts a round over every state, changed or not: a snapshot that was not written
     /// marked its states clean when it encoded them, so they are written again. The
     /// [`SnapshotScope::RoundSlice`] passes that follow take the round in slices, as they do
-    /// a round of changed states.
-    pub fn start_rewrite_round(&mut self) {
+    /// a round of changed states. Returns the store keys of the round's states (the shard
+    /// drops carried deletions of these: the round writes their states again).
+    pub fn start_rewrite_round(&mut self) -> Vec<Vec<u8>> {
         self.snapshot_round.clear();
-        for index in 0..self.plan.processors.len() {
-            let keys = self.work[index].keys(false);
-            self.snapshot_round
-                .extend(keys.into_iter().map(|key| (index, key)));
-        }
-        self.work_changed |= !self.snapshot_round.is_empty();
-    }
-
-    /// The store keys of every state the graph holds (a rewrite round drops the carried
-    /// deletions of these: it writes their states again).
-    pub fn live_stored_keys(&self) -> Vec<Vec<u8>> {
-        let mut keys = Vec::new();
+        let mut stored_keys = Vec::new();
         for (index, processor) in self.plan.processors.iter().enumerate() {
             let prefix = processor_key(&self.plan.name, &processor.name);
             for key in self.work[index].keys(false) {
-                keys.push(stored_entry(&prefix, &key, Vec::new()).0);
+                stored_keys.push(stored_entry(&prefix, &key, Vec::new()).0);
+                self.snapshot_round.push_back((index, key));
             }
         }
-        keys
+        self.work_changed |= !self.snapshot_round.is_empty();
+        stored_keys
     }
 
     /// Encodes processor `index`'s state of branch `key` into `pass` under `prefix`, when it
@@ -551,9 +543,9 @@ mod tests {
         assert_eq!(passes, [1, 1, 1, 1, 1]);
     }
 
-    /// The store keys of the live states are the keys their snapshots are written under.
+    /// The store keys a rewrite round reports are the keys its states are written under.
     #[test]
-    fn live_stored_keys_are_the_keys_states_are_written_under() {
+    fn a_rewrite_rounds_stored_keys_are_the_keys_states_are_written_under() {
         use super::super::test_driver::Driver;
         use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
 
@@ -562,7 +554,7 @@ mod tests {
         for hop in 1..=2 {
             driver.tick(2 * hop * IMMEDIATE_WINDOW_NS);
         }
-        let mut live = driver.graph.live_stored_keys();
+        let mut live = driver.graph.start_rewrite_round();
         live.sort();
         let pass = driver.graph.snapshot_work(SnapshotScope::Changed);
         let mut written = encoded(&pass);
