@@ -15,6 +15,14 @@
 //! up the expiry of earlier ones (the keyspace would otherwise fill and refuse every new key).
 //! Duplicates inside one batch are caught because the batch's rows are admitted in order.
 //!
+//! At least once: a key is *held* while the payload of its first row is unresolved
+//! ([`Keyspace::hold`]). A held key catches duplicates like any other, but no snapshot or backup
+//! carries it, and if that payload is refused ([`Keyspace::resolve`]) the key is forgotten. So
+//! a source's redelivery of a refused payload, or of one a crash lost before it was
+//! acknowledged, passes again instead of being dropped as a duplicate of a row that never
+//! arrived. (A duplicate dropped while its key was held is acknowledged then; it is not
+//! redelivered if the first row's payload is refused — docs/decisions.md.)
+//!
 //! Bounded: at most [`MAX_KEYS_PER_BRANCH`] live keys; a row whose new key would exceed it is
 //! refused (the caller negatively acknowledges it, so nothing is lost and the source redelivers
 //! after keys expire).
@@ -48,6 +56,9 @@ pub struct Keyspace {
     by_time: VecDeque<(i64, u128)>,
     /// Sightings earlier than `by_time`'s newest when they came, earliest on top.
     out_of_order: BinaryHeap<Reverse<(i64, u128)>>,
+    /// Keys whose first row's payload is unresolved, with the watch entry that resolves them
+    /// (always keys of `first_seen`).
+    held: HashMap<u128, u64>,
     /// Changed since its last snapshot.
     dirty: bool,
 }
@@ -89,8 +100,35 @@ impl Keyspace {
     fn forget(&mut self, key: u128, seen: i64) {
         if self.first_seen.get(&key) == Some(&seen) {
             self.first_seen.remove(&key);
+            self.held.remove(&key);
             self.dirty = true;
         }
+    }
+
+    /// Holds `key` (just admitted as a first sighting) until watch `entry` resolves.
+    pub fn hold(&mut self, key: u128, entry: u64) {
+        debug_assert!(self.first_seen.contains_key(&key), "a held key is live");
+        self.held.insert(key, entry);
+    }
+
+    /// Watch `entry` resolved: its held `key` is kept (snapshots now carry it) when the payload
+    /// was acknowledged, forgotten when it was refused. A key that expired meanwhile, or was
+    /// seen anew under another entry, is left alone.
+    pub fn resolve(&mut self, key: u128, entry: u64, acknowledged: bool) {
+        if self.held.get(&key) != Some(&entry) {
+            return;
+        }
+        self.held.remove(&key);
+        if !acknowledged {
+            // Its queued sighting goes stale (`forget` compares sightings).
+            self.first_seen.remove(&key);
+        }
+        self.dirty = true;
+    }
+
+    /// Keys held for an unresolved payload.
+    pub fn held(&self) -> usize {
+        self.held.len()
     }
 
     /// Queues a sighting for expiry (see the module docs for the two queues).
@@ -137,14 +175,16 @@ impl Keyspace {
         self.queue(key, first_seen_ns);
     }
 
-    /// Every live key with its first sighting (backups and snapshots): the in-order ones
-    /// oldest first, then the others.
+    /// Every live key with its first sighting, held keys excepted (backups and snapshots):
+    /// the in-order ones oldest first, then the others.
     pub fn entries(&self) -> impl Iterator<Item = (u128, i64)> + '_ {
         let late = self.out_of_order.iter().map(|Reverse(sighting)| sighting);
         self.by_time
             .iter()
             .chain(late)
-            .filter(|(seen, key)| self.first_seen.get(key) == Some(seen))
+            .filter(|(seen, key)| {
+                self.first_seen.get(key) == Some(seen) && !self.held.contains_key(key)
+            })
             .map(|(seen, key)| (*key, *seen))
     }
 }
@@ -154,17 +194,18 @@ impl Keyspace {
         self.dirty
     }
 
-    /// Encodes every live key with its first sighting under key model `model` (empty when
-    /// none: deletes the entry).
+    /// Encodes every live key that is not held with its first sighting under key model
+    /// `model` (empty when none: deletes the entry).
     pub fn snapshot(&mut self, model: u64) -> Vec<u8> {
         self.dirty = false;
-        if self.first_seen.is_empty() {
+        let stored = self.first_seen.len() - self.held.len();
+        if stored == 0 {
             return Vec::new();
         }
-        let mut out = Vec::with_capacity(13 + self.first_seen.len() * SNAPSHOT_KEY_BYTES);
+        let mut out = Vec::with_capacity(13 + stored * SNAPSHOT_KEY_BYTES);
         out.push(SNAPSHOT_VERSION);
         out.extend_from_slice(&model.to_le_bytes());
-        out.extend_from_slice(&(self.first_seen.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(stored as u32).to_le_bytes());
         for (key, seen) in self.entries() {
             out.extend_from_slice(&key.to_le_bytes());
             out.extend_from_slice(&seen.to_le_bytes());
@@ -317,6 +358,40 @@ mod tests {
                 "a flipped byte keeps the count"
             );
         }
+    }
+
+    /// A held key catches duplicates but no snapshot carries it until its payload is
+    /// acknowledged; a refused payload's key is forgotten, so its redelivery passes.
+    #[test]
+    fn a_held_key_is_stored_once_acknowledged_and_forgotten_once_refused() {
+        let mut space = Keyspace::default();
+        assert_eq!(space.admit(1, 10), Sighting::First);
+        space.hold(1, 100);
+        assert_eq!(space.admit(2, 10), Sighting::First);
+        space.hold(2, 101);
+        assert_eq!(space.admit(1, 11), Sighting::Duplicate);
+        assert!(space.snapshot(9).is_empty(), "held keys are not stored");
+        space.resolve(1, 100, true);
+        space.resolve(2, 101, false);
+        assert!(space.is_dirty());
+        assert_eq!(
+            space.admit(2, 12),
+            Sighting::First,
+            "a refused key is forgotten"
+        );
+        space.hold(2, 102);
+        space.resolve(2, 101, false);
+        assert_eq!(
+            space.held(),
+            1,
+            "a stale entry leaves the new sighting held"
+        );
+        let restored = Keyspace::from_snapshot(&space.snapshot(9), 9).expect("reads back");
+        assert_eq!(restored.entries().collect::<Vec<_>>(), vec![(1, 10)]);
+        space.expire(1_000, 100);
+        assert_eq!(space.held(), 0, "an expired key is no longer held");
+        space.resolve(2, 102, false);
+        assert!(space.is_empty());
     }
 
     #[test]

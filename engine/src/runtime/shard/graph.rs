@@ -25,6 +25,7 @@
 mod admit;
 mod adopt;
 mod correlate;
+mod dedup;
 mod delivery_budget;
 mod flush_order;
 mod generator;

@@ -281,6 +281,7 @@ impl ShardState {
             slab,
             counters,
             draining,
+            watches,
             ..
         } = self;
         let Some(run) = runs.get_mut(&target.domain) else {
@@ -296,6 +297,7 @@ impl ShardState {
                 slab,
                 outbox,
                 progressed,
+                watches,
             },
             counters,
             draining: *draining,

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use nervix_shards::ack::{AckHandle, AckSlab};
 
 use super::graph::PayloadToken;
+use super::watch::{WatchOutcome, Watches};
 use crate::runtime::frame::Frame;
 
 /// Frames one shard may have queued for one other shard before the nodes feeding them wait.
@@ -42,6 +43,12 @@ pub enum AckOp {
     Nack {
         root: AckHandle,
     },
+    /// Shard `shard` waits for `root`'s outcome under `entry` (`watch.rs`).
+    Watch {
+        root: AckHandle,
+        shard: usize,
+        entry: u64,
+    },
 }
 
 /// A message between shards.
@@ -61,6 +68,8 @@ pub enum MeshMsg {
         frame: Frame,
     },
     AckOps(Vec<AckOp>),
+    /// Shard 0's answers to this shard's watches (`watch.rs`).
+    WatchOutcomes(Vec<WatchOutcome>),
 }
 
 /// The next hop of a frame from `from` to `to`: direct to or from shard 0, otherwise through
@@ -113,6 +122,7 @@ pub struct Ctx<'a> {
     pub outbox: &'a mut Outbox,
     /// Roots that made acknowledgement progress this step (ACK TIMEOUT counts from the last).
     pub progressed: &'a mut Vec<AckHandle>,
+    pub watches: &'a mut Watches,
 }
 
 impl Ctx<'_> {
@@ -141,13 +151,33 @@ impl Ctx<'_> {
             self.outbox.push_op(AckOp::Nack { root });
         }
     }
+
+    /// Asks for `root`'s outcome; returns the entry its answer will carry. The caller holds
+    /// units of `root` (see `watch.rs` for why that makes the answer right).
+    pub fn watch(&mut self, root: AckHandle) -> u64 {
+        let entry = self.watches.next_entry();
+        if self.shard == ROOT_SHARD {
+            self.watches
+                .register(self.slab, self.outbox, ROOT_SHARD, root, entry);
+        } else {
+            self.outbox.push_op(AckOp::Watch {
+                root,
+                shard: self.shard,
+                entry,
+            });
+        }
+        entry
+    }
 }
 
-/// Applies operations that arrived from another shard; the roots they touched are progress.
+/// Applies operations that arrived from another shard; the roots they touched are progress,
+/// and watches are registered (their immediate answers go to `outbox`).
 pub fn apply_ops(
     slab: &mut AckSlab<PayloadToken>,
     ops: &[AckOp],
     progressed: &mut Vec<AckHandle>,
+    watches: &mut Watches,
+    outbox: &mut Outbox,
 ) -> usize {
     let mut refused = 0;
     for op in ops {
@@ -161,6 +191,10 @@ pub fn apply_ops(
                 slab.ack(root, rows)
             }
             AckOp::Nack { root } => slab.nack(root),
+            AckOp::Watch { root, shard, entry } => {
+                watches.register(slab, outbox, shard, root, entry);
+                continue;
+            }
         };
         if result.is_err() {
             refused += 1;

@@ -23,6 +23,7 @@ pub mod sink_body;
 pub mod sinks;
 pub mod snapshots;
 pub mod subscription;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,6 +48,7 @@ macro_rules! cx {
             slab: &mut $state.slab,
             outbox: &mut $state.outbox,
             progressed: &mut $state.progressed,
+            watches: &mut $state.watches,
         }
     };
 }
@@ -171,6 +173,8 @@ pub struct ShardState {
     pub extension: Option<std::sync::Arc<nervix_shards::workers::WorkerClass>>,
     /// Processor snapshots in flight.
     pub snapshots: snapshots::Snapshots,
+    /// Payload outcomes this shard's deduplicators wait for (`watch.rs`).
+    pub watches: watch::Watches,
 }
 
 /// Node-wide counters for `/metrics`.
@@ -282,6 +286,7 @@ impl ShardState {
             connectors: None,
             extension: None,
             snapshots: snapshots::Snapshots::default(),
+            watches: watch::Watches::default(),
         }
     }
 
@@ -461,6 +466,7 @@ impl ShardState {
             moved |= self.dispatch_sinks();
             self.note_progress(at.now.physical_ns);
             moved |= self.answer_resolved();
+            moved |= self.hand_watch_outcomes();
             if !moved {
                 break;
             }
@@ -541,9 +547,16 @@ impl ShardState {
                 }
             },
             mesh::MeshMsg::AckOps(ops) => {
-                let refused = mesh::apply_ops(&mut self.slab, &ops, &mut self.progressed);
+                let refused = mesh::apply_ops(
+                    &mut self.slab,
+                    &ops,
+                    &mut self.progressed,
+                    &mut self.watches,
+                    &mut self.outbox,
+                );
                 self.counters.stale_acks += refused as u64;
             }
+            mesh::MeshMsg::WatchOutcomes(outcomes) => self.watches.ready.extend(outcomes),
         }
         self.step();
     }
@@ -600,6 +613,18 @@ impl ShardState {
         wake
     }
 
+    /// Hands the answers to this shard's watches to the graphs (an entry is one graph's).
+    fn hand_watch_outcomes(&mut self) -> bool {
+        if self.watches.ready.is_empty() {
+            return false;
+        }
+        let outcomes = std::mem::take(&mut self.watches.ready);
+        for run in self.runs.values_mut() {
+            run.graph.watch_outcomes(&outcomes);
+        }
+        true
+    }
+
     fn answer_resolved(&mut self) -> bool {
         self.slab.drain_resolved(&mut self.resolved);
         if self.resolved.is_empty() {
@@ -607,6 +632,9 @@ impl ShardState {
         }
         let resolved = std::mem::take(&mut self.resolved);
         for (token, outcome) in &resolved {
+            let acknowledged = *outcome == nervix_shards::ack::Outcome::Acked;
+            self.watches
+                .resolved(&mut self.outbox, *token, acknowledged);
             if token.producer & kafka::KAFKA_TOKEN_TAG != 0 {
                 let acked = *outcome == nervix_shards::ack::Outcome::Acked;
                 self.kafka_resolved(*token, acked);

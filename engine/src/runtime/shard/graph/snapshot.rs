@@ -227,7 +227,10 @@ impl Graph {
         let processor = &plan.processors[index];
         // The state's bytes and the acknowledgement runs they cover, or what failed.
         let encoded = match (&processor.work, &mut self.work[index]) {
-            (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
+            (
+                NodeWork::Dedup { key_model, .. },
+                WorkState::Dedup(super::dedup::DedupState { spaces, .. }),
+            ) => {
                 let Some(space) = spaces.get_mut(key) else {
                     return;
                 };
@@ -320,17 +323,18 @@ impl Graph {
                     continue;
                 }
                 match (&processor.work, &mut self.work[index]) {
-                    (NodeWork::Dedup { key_model, .. }, WorkState::Dedup { spaces, .. }) => {
-                        match Keyspace::from_snapshot(bytes, *key_model) {
-                            Some(space) => {
-                                spaces.insert(key, space);
-                            }
-                            None => tracing::info!(
-                                processor = %processor.name,
-                                "a stored deduplication keyspace was taken under other keys (or is unreadable); the branch starts empty"
-                            ),
+                    (
+                        NodeWork::Dedup { key_model, .. },
+                        WorkState::Dedup(super::dedup::DedupState { spaces, .. }),
+                    ) => match Keyspace::from_snapshot(bytes, *key_model) {
+                        Some(space) => {
+                            spaces.insert(key, space);
                         }
-                    }
+                        None => tracing::info!(
+                            processor = %processor.name,
+                            "a stored deduplication keyspace was taken under other keys (or is unreadable); the branch starts empty"
+                        ),
+                    },
                     (NodeWork::Reorder { model, by, .. }, WorkState::Reorder { buffers }) => {
                         let schema = processor
                             .inputs

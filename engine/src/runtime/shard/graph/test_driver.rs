@@ -130,6 +130,7 @@ pub(super) struct Driver {
     pub(super) slab: AckSlab<PayloadToken>,
     pub(super) outbox: Outbox,
     pub(super) progressed: Vec<nervix_shards::ack::AckHandle>,
+    pub(super) watches: crate::runtime::shard::watch::Watches,
     pub(super) tallies: Vec<(String, i64)>,
 }
 
@@ -140,6 +141,7 @@ impl Driver {
             slab: AckSlab::new(1_024).expect("a slab"),
             outbox: Outbox::new(1),
             progressed: Vec::new(),
+            watches: Default::default(),
             tallies: Vec::new(),
         }
     }
@@ -151,6 +153,7 @@ impl Driver {
             slab: &mut self.slab,
             outbox: &mut self.outbox,
             progressed: &mut self.progressed,
+            watches: &mut self.watches,
         };
         step(&mut self.graph, &mut cx);
         for queue in &mut self.graph.emitter_queues {

@@ -15,14 +15,13 @@ use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
-use arrow_row::RowConverter;
 use arrow_select::filter::FilterBuilder;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, BranchMap};
 
 use super::window_records::WindowRecord;
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::envelope::Envelope;
-use crate::runtime::exec::dedup::{key_converter, key_hashes, Keyspace, Sighting};
+use crate::runtime::exec::dedup::Keyspace;
 use crate::runtime::exec::reorder::OrderBuffer;
 use crate::runtime::exec::route::input_values;
 use crate::runtime::exec::window::WindowState;
@@ -112,7 +111,7 @@ impl Kept {
     /// Evaluates `programs` (each reading the input row) over the kept rows. Returns their
     /// values and the rows any of them failed on, ascending; the first failure is logged as
     /// `what`.
-    fn evaluate<'p>(
+    pub(super) fn evaluate<'p>(
         &self,
         programs: impl Iterator<Item = &'p crate::vm::Program>,
         now_ns: i64,
@@ -246,12 +245,7 @@ fn nack_failed(runs: &[crate::runtime::frame::AckRun], nacked: &[bool], cx: &mut
 /// One processor's branch-local state on this shard.
 pub(super) enum WorkState {
     Pass,
-    Dedup {
-        spaces: BranchMap<Keyspace>,
-        /// Built on the first batch (key types are the programs' result types).
-        converter: Option<RowConverter>,
-        hashes: Vec<u128>,
-    },
+    Dedup(super::dedup::DedupState),
     Reorder {
         buffers: BranchMap<OrderBuffer>,
     },
@@ -284,11 +278,7 @@ impl WorkState {
     pub fn new(work: &NodeWork) -> WorkState {
         match work {
             NodeWork::Pass => WorkState::Pass,
-            NodeWork::Dedup { .. } => WorkState::Dedup {
-                spaces: BranchMap::default(),
-                converter: None,
-                hashes: Vec::new(),
-            },
+            NodeWork::Dedup { .. } => WorkState::Dedup(Default::default()),
             NodeWork::Reorder { .. } => WorkState::Reorder {
                 buffers: BranchMap::default(),
             },
@@ -331,7 +321,7 @@ impl WorkState {
                 .collect()
         }
         match self {
-            WorkState::Dedup { spaces, .. } => {
+            WorkState::Dedup(super::dedup::DedupState { spaces, .. }) => {
                 pick(spaces.iter(), Keyspace::is_dirty, changed_only)
             }
             WorkState::Reorder { buffers } => {
@@ -350,7 +340,9 @@ impl WorkState {
     /// Whether any branch's snapshotted state changed since its last snapshot.
     pub fn has_dirty(&self) -> bool {
         match self {
-            WorkState::Dedup { spaces, .. } => spaces.values().any(Keyspace::is_dirty),
+            WorkState::Dedup(super::dedup::DedupState { spaces, .. }) => {
+                spaces.values().any(Keyspace::is_dirty)
+            }
             WorkState::Reorder { buffers } => buffers.values().any(OrderBuffer::is_dirty),
             WorkState::Window { windows, .. } => windows.values().any(WindowState::is_dirty),
             WorkState::Correlate { branches, .. } => branches.values().any(|s| s.is_dirty()),
@@ -383,84 +375,27 @@ impl Graph {
                 NodeWork::Dedup {
                     keys, max_time_ns, ..
                 },
-                WorkState::Dedup {
-                    spaces,
-                    converter,
-                    hashes,
-                },
+                WorkState::Dedup(dedup),
             ) => {
-                if kept.rows == 0 {
-                    return false;
-                }
-                let (values, failed) =
-                    kept.evaluate(keys.iter(), at.snapshot_ns, "DEDUPLICATE ON", logs);
-                if converter.is_none() {
-                    match key_converter(&values) {
-                        Ok(built) => *converter = Some(built),
-                        Err(error) => {
-                            logs.push(format!("deduplication keys cannot be encoded: {error}"));
-                            return false;
-                        }
-                    }
-                }
-                let Some(converter) = converter.as_mut() else {
-                    return false;
+                let input = super::dedup::DedupInput {
+                    keys,
+                    max_time_ns: *max_time_ns,
+                    frame,
+                    detached,
+                    at,
                 };
-                if let Err(error) = key_hashes(converter, &values, 0..kept.rows, hashes) {
-                    logs.push(format!("deduplication keys cannot be encoded: {error}"));
-                    return false;
-                }
+                let tally = dedup.admit(input, kept, cx, nacked, logs);
                 self.work_changed = true;
-                let space = spaces.entry(frame.key.clone()).or_default();
-                space.expire(at.snapshot_ns, *max_time_ns);
-                let mut mask = Vec::with_capacity(kept.rows);
-                let mut duplicates = 0usize;
-                let mut full: Vec<u32> = Vec::new();
-                let mut next_failed = failed.iter().peekable();
-                for (row, hash) in hashes.iter().enumerate() {
-                    if next_failed.peek() == Some(&&(row as u32)) {
-                        next_failed.next();
-                        mask.push(false);
-                        continue;
-                    }
-                    match space.admit(*hash, at.snapshot_ns) {
-                        Sighting::First => mask.push(true),
-                        Sighting::Duplicate => {
-                            duplicates += 1;
-                            mask.push(false);
-                        }
-                        Sighting::Full => {
-                            full.push(row as u32);
-                            mask.push(false);
-                        }
-                    }
-                }
-                if duplicates > 0 {
+                if tally.duplicates > 0 {
                     tracing::debug!(
                         processor = %processor.name,
-                        duplicates,
+                        duplicates = tally.duplicates,
                         "deduplicator dropped duplicates"
                     );
                 }
-                if !full.is_empty() {
-                    logs.push(format!(
-                        "{} rows refused: the branch's deduplication keyspace holds its limit of {} keys",
-                        full.len(),
-                        crate::runtime::exec::dedup::MAX_KEYS_PER_BRANCH
-                    ));
-                }
-                let refused: Vec<u32> = failed
-                    .iter()
-                    .chain(&full)
-                    .map(|row| kept.frame_row(*row))
-                    .collect();
-                if !refused.is_empty() {
-                    mark_nacked(&frame.acks, refused.into_iter(), nacked);
-                }
                 let counters = &mut self.processors[index].counters;
-                counters.message_errors += (failed.len() + full.len()) as u64;
-                counters.filtered_rows += duplicates as u64;
-                kept.keep(&BooleanArray::from(mask), frame.acks.len() > 1);
+                counters.message_errors += tally.refused as u64;
+                counters.filtered_rows += tally.duplicates as u64;
                 false
             }
             (
@@ -790,7 +725,10 @@ impl Graph {
             let mut released: Vec<(BranchKey, crate::runtime::exec::reorder::Released)> =
                 Vec::new();
             match (&processor.work, &mut self.work[index]) {
-                (NodeWork::Dedup { max_time_ns, .. }, WorkState::Dedup { spaces, .. }) => {
+                (
+                    NodeWork::Dedup { max_time_ns, .. },
+                    WorkState::Dedup(super::dedup::DedupState { spaces, .. }),
+                ) => {
                     for space in spaces.values_mut() {
                         space.expire(at.now.logical_ns, *max_time_ns);
                     }
@@ -1010,7 +948,9 @@ impl Graph {
     pub(super) fn drop_work_state(&mut self, key: &BranchKey) {
         for (index, state) in self.work.iter_mut().enumerate() {
             let stored = match state {
-                WorkState::Dedup { spaces, .. } => spaces.remove(key).is_some(),
+                WorkState::Dedup(super::dedup::DedupState { spaces, .. }) => {
+                    spaces.remove(key).is_some()
+                }
                 WorkState::Reorder { buffers } => buffers.remove(key).is_some(),
                 // A window that leaves before its first snapshot has nothing stored.
                 WorkState::Window { windows, .. } => {
@@ -1048,7 +988,9 @@ impl Graph {
         self.work
             .iter()
             .map(|state| match state {
-                WorkState::Dedup { spaces, .. } => spaces.values().map(|s| s.len()).sum(),
+                WorkState::Dedup(super::dedup::DedupState { spaces, .. }) => {
+                    spaces.values().map(|s| s.len()).sum()
+                }
                 _ => 0,
             })
             .sum()
