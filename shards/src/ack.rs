@@ -403,9 +403,23 @@ impl<T: Copy> AckSlab<T> {
     /// bumping each slot's generation so handles to them become stale.
     pub fn drain_resolved(&mut self, out: &mut Vec<(T, Outcome)>) {
         out.reserve(self.resolved.len());
+        self.drain_with(|_, token, outcome| out.push((token, outcome)));
+    }
+
+    /// [`AckSlab::drain_resolved`] with each root's handle (as it was before it went stale).
+    pub fn drain_resolved_handles(&mut self, out: &mut Vec<(AckHandle, T, Outcome)>) {
+        out.reserve(self.resolved.len());
+        self.drain_with(|handle, token, outcome| out.push((handle, token, outcome)));
+    }
+
+    fn drain_with(&mut self, mut each: impl FnMut(AckHandle, T, Outcome)) {
         for (index, token, outcome) in self.resolved.drain(..) {
-            out.push((token, outcome));
             let slot = &mut self.slots[index as usize];
+            let handle = AckHandle {
+                index,
+                generation: slot.generation,
+            };
+            each(handle, token, outcome);
             debug_assert!(matches!(slot.root, AckRoot::Resolved));
             match slot.generation.checked_add(1) {
                 Some(next) => {
@@ -491,6 +505,20 @@ mod tests {
         assert_eq!(out, vec![(7, Outcome::Acked)]);
         assert_eq!(slab.acked_total(), 1);
         assert_eq!(slab.open_roots(), 0);
+    }
+
+    /// A drained resolution names the handle its root was opened under, which is stale after.
+    #[test]
+    fn a_drained_resolution_carries_its_roots_handle() {
+        let mut slab = AckSlab::new(1).unwrap();
+        let h = slab.open(5u8).unwrap();
+        slab.nack(h).unwrap();
+        let mut out = Vec::new();
+        slab.drain_resolved_handles(&mut out);
+        assert_eq!(out, vec![(h, 5, Outcome::Nacked)]);
+        let reused = slab.open(6u8).unwrap();
+        assert_eq!(reused.index, h.index);
+        assert_ne!(reused, h);
     }
 
     #[test]

@@ -59,9 +59,16 @@ pub struct Keyspace {
     /// Keys whose first row's payload is unresolved, with the watch entry that resolves them
     /// (always keys of `first_seen`).
     held: HashMap<u128, u64>,
+    /// Queued sightings the map no longer holds that expiry has not popped yet (a refused
+    /// key's, one an earlier restored sighting replaced): past a bound the queues are rebuilt.
+    stale_queued: usize,
     /// Changed since its last snapshot.
     dirty: bool,
 }
+
+/// Stale queued sightings a keyspace tolerates before it rebuilds its queues, however few
+/// keys it holds (it rebuilds once they outnumber its keys).
+const MIN_STALE_BEFORE_COMPACTION: usize = 1_024;
 
 /// The snapshot format version (first byte of an encoded keyspace).
 const SNAPSHOT_VERSION: u8 = 2;
@@ -122,8 +129,24 @@ impl Keyspace {
         if !acknowledged {
             // Its queued sighting goes stale (`forget` compares sightings).
             self.first_seen.remove(&key);
+            self.stale_queued += 1;
         }
         self.dirty = true;
+    }
+
+    /// Rebuilds the expiry queues from the live sightings, without stale ones. A key refused
+    /// and seen again at the same instant (a paced domain's clock can stand still) would
+    /// otherwise be queued twice under one sighting, and listed twice by [`Keyspace::entries`].
+    fn compact(&mut self) {
+        let mut live: Vec<(i64, u128)> = self
+            .first_seen
+            .iter()
+            .map(|(key, seen)| (*seen, *key))
+            .collect();
+        live.sort_unstable();
+        self.by_time = live.into();
+        self.out_of_order.clear();
+        self.stale_queued = 0;
     }
 
     /// Keys held for an unresolved payload.
@@ -141,6 +164,9 @@ impl Keyspace {
             self.out_of_order.push(Reverse((seen, key)));
         } else {
             self.by_time.push_back((seen, key));
+        }
+        if self.stale_queued > self.first_seen.len().max(MIN_STALE_BEFORE_COMPACTION) {
+            self.compact();
         }
     }
 
@@ -167,7 +193,7 @@ impl Keyspace {
             // as damaged).
             Some(kept) if *kept <= first_seen_ns => return,
             // An earlier sighting replaces the kept one; the queued one goes stale.
-            Some(_) => {}
+            Some(_) => self.stale_queued += 1,
             None if self.first_seen.len() >= MAX_KEYS_PER_BRANCH => return,
             None => {}
         }
@@ -198,6 +224,9 @@ impl Keyspace {
     /// `model` (empty when none: deletes the entry).
     pub fn snapshot(&mut self, model: u64) -> Vec<u8> {
         self.dirty = false;
+        if self.stale_queued > 0 {
+            self.compact();
+        }
         let stored = self.first_seen.len() - self.held.len();
         if stored == 0 {
             return Vec::new();
@@ -391,6 +420,21 @@ mod tests {
         space.expire(1_000, 100);
         assert_eq!(space.held(), 0, "an expired key is no longer held");
         space.resolve(2, 102, false);
+        assert!(space.is_empty());
+    }
+
+    /// A key refused and seen again at the same instant is written once: the snapshot reads
+    /// back (it listed the key twice, and its count did not match).
+    #[test]
+    fn a_key_refused_and_seen_again_at_the_same_instant_is_stored_once() {
+        let mut space = Keyspace::default();
+        assert_eq!(space.admit(1, 10), Sighting::First);
+        space.hold(1, 100);
+        space.resolve(1, 100, false);
+        assert_eq!(space.admit(1, 10), Sighting::First);
+        let restored = Keyspace::from_snapshot(&space.snapshot(9), 9).expect("reads back");
+        assert_eq!(restored.entries().collect::<Vec<_>>(), vec![(1, 10)]);
+        space.expire(110, 100);
         assert!(space.is_empty());
     }
 

@@ -440,6 +440,7 @@ impl ShardState {
             }
         }
         for token in timed_out {
+            self.watches.given_up(&mut self.outbox, token);
             self.answer(
                 token.producer,
                 token.batch_seq,

@@ -478,6 +478,11 @@ impl Take<'_> {
             None => None,
             Some(_) => {
                 let token = token_of(intake.id, partition, offset);
+                if let Some(token) = token {
+                    // Read again (after ACK TIMEOUT, a rewind, a reassignment): the first
+                    // read's root, if still open, is given up.
+                    self.cx.watches.given_up(self.cx.outbox, token);
+                }
                 let opened = token
                     .filter(|_| intake.window_room() > 0)
                     .and_then(|token| self.cx.slab.open(token).ok());

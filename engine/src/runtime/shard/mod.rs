@@ -155,7 +155,11 @@ pub struct ShardState {
     pub consumers: HashMap<u64, ConsumerState>,
     pub admitted: ingest::AdmittedMap,
     next_id: u64,
-    resolved: Vec<(PayloadToken, nervix_shards::ack::Outcome)>,
+    resolved: Vec<(
+        nervix_shards::ack::AckHandle,
+        PayloadToken,
+        nervix_shards::ack::Outcome,
+    )>,
     /// Wakes the ticker when a new deadline is earlier than the one it sleeps for.
     pub kick: async_channel::Sender<()>,
     /// The physical instant the ticker sleeps until (0 while it is awake and ticking).
@@ -626,15 +630,15 @@ impl ShardState {
     }
 
     fn answer_resolved(&mut self) -> bool {
-        self.slab.drain_resolved(&mut self.resolved);
+        self.slab.drain_resolved_handles(&mut self.resolved);
         if self.resolved.is_empty() {
             return false;
         }
         let resolved = std::mem::take(&mut self.resolved);
-        for (token, outcome) in &resolved {
+        for (root, token, outcome) in &resolved {
             let acknowledged = *outcome == nervix_shards::ack::Outcome::Acked;
             self.watches
-                .resolved(&mut self.outbox, *token, acknowledged);
+                .resolved(&mut self.outbox, *root, *token, acknowledged);
             if token.producer & kafka::KAFKA_TOKEN_TAG != 0 {
                 let acked = *outcome == nervix_shards::ack::Outcome::Acked;
                 self.kafka_resolved(*token, acked);
