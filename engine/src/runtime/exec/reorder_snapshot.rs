@@ -44,8 +44,9 @@ fn encode(buffer: &OrderBuffer, model: u64) -> Result<Vec<u8>, SnapshotError> {
         return Ok(Vec::new());
     }
     let mut out = header(SNAPSHOT_VERSION, model);
-    put_u32(&mut out, buffer.chunks().len())?;
-    for chunk in buffer.chunks() {
+    let chunks = buffer.chunks();
+    put_u32(&mut out, chunks.len())?;
+    for chunk in &chunks {
         put_u32(&mut out, chunk.arrival.len())?;
         out.push(u8::from(chunk.times.is_some()));
         let columns: Vec<ArrayRef> = chunk
