@@ -12,9 +12,9 @@
 //! (arrow-row). The last due row of a chunk is then its greatest due row, the cut is the
 //! greatest of those, and each chunk lets out the prefix up to the cut — one binary search per
 //! chunk, no copy of what stays. Only the released rows are sorted together. Past
-//! [`MAX_CHUNKS_PER_BRANCH`] chunks the buffer merges them into one (a full sort, once per
-//! that many holds); a chunk that could not be ordered makes a release sort everything, the
-//! rule this replaced (`cutting_sorted_chunks_releases_what_sorting_everything_releases`
+//! [`MAX_CHUNKS_PER_BRANCH`] chunks the buffer merges the adjacent half holding the fewest
+//! rows into one (so small holds merge tier by tier); a chunk that could not be ordered makes
+//! a release sort everything, the rule this replaced (`cutting_sorted_chunks_releases_what_sorting_everything_releases`
 //! checks the two agree).
 //!
 //! Acknowledgements stay with their rows: each held chunk keeps its run-length runs, and a
@@ -141,6 +141,8 @@ pub struct OrderBuffer {
     earliest_ns: Option<i64>,
     /// Encodes (BY…, arrival) for ordering; built on the first chunk (the BY types).
     converter: Option<RowConverter>,
+    /// Chunks held when a merge last failed (0: none failed since one succeeded).
+    merge_failed_at: usize,
     /// Changed since its last snapshot.
     dirty: bool,
 }
@@ -182,7 +184,7 @@ impl OrderBuffer {
             acks,
             times,
         });
-        if self.held.len() > MAX_CHUNKS_PER_BRANCH {
+        if self.held.len() > MAX_CHUNKS_PER_BRANCH.max(self.merge_failed_at) {
             self.merge();
         }
     }
@@ -198,14 +200,29 @@ impl OrderBuffer {
         };
         self.rows += chunk.arrival.len();
         self.earliest_ns = Some(self.earliest_ns.map_or(earliest, |e| e.min(earliest)));
+        let held = self.ordered(chunk, earliest == latest);
+        self.held.push(held);
+        self.dirty = true;
+    }
+
+    /// `chunk` put in order as a held chunk (`one_arrival`: its rows share one arrival).
+    fn ordered(&mut self, chunk: Chunk, one_arrival: bool) -> Held {
+        let arrival_of_all = if one_arrival {
+            chunk
+                .arrival
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .and_then(|a| a.values().first().copied())
+        } else {
+            None
+        };
         let (chunk, order) = self.in_order(chunk);
-        self.held.push(Held {
+        Held {
             chunk,
             order,
             start: 0,
-            arrival_of_all: (earliest == latest).then_some(earliest),
-        });
-        self.dirty = true;
+            arrival_of_all,
+        }
     }
 
     /// `chunk` in (BY, arrival) order (stable) with its encoded order, or as it is without
@@ -320,10 +337,40 @@ impl OrderBuffer {
         Ok(released)
     }
 
-    /// Puts every held row back as few sorted chunks (too many small chunks held).
+    /// Too many chunks held: merges the adjacent half of them that holds the fewest rows
+    /// into one (adjacent, so ties keep hold order; the fewest rows, so a merge costs what
+    /// recent small holds brought, not what the branch holds — small chunks merge into
+    /// larger ones, tier by tier). A merge that fails (a column past Arrow's offsets) is
+    /// tried again only once the chunks doubled; releases still work chunk by chunk.
     fn merge(&mut self) {
-        // A failure keeps the chunks as they are; the next release sorts everything.
-        let _ = self.release_sorting_all(Cut::Nothing);
+        let width = self.held.len() / 2;
+        let sizes: Vec<usize> = self.held.iter().map(|h| h.len() - h.start).collect();
+        let mut window: usize = sizes[..width].iter().sum();
+        let (mut best, mut best_rows) = (0, window);
+        for first in 1..=sizes.len() - width {
+            window = window + sizes[first + width - 1] - sizes[first - 1];
+            if window < best_rows {
+                (best, best_rows) = (first, window);
+            }
+        }
+        let range = best..best + width;
+        let views: Vec<Chunk> = self.held[range.clone()]
+            .iter()
+            .map(|held| held.view(held.len(), held.chunk.acks.clone()))
+            .collect();
+        match cut_release(&views, best_rows, Cut::Nothing) {
+            Ok((_, mut merged)) if merged.len() == 1 => {
+                let chunk = merged.pop().expect("one chunk");
+                let arrival = chunk.arrival.as_any().downcast_ref::<Int64Array>();
+                let one_arrival = arrival.is_some_and(|a| {
+                    arrow_arith::aggregate::min(a) == arrow_arith::aggregate::max(a)
+                });
+                let held = self.ordered(chunk, one_arrival);
+                self.held.splice(range, std::iter::once(held));
+                self.merge_failed_at = 0;
+            }
+            _ => self.merge_failed_at = 2 * self.held.len(),
+        }
     }
 
     /// Releases every row up to the last one due at `cutoff`, in (BY, arrival, hold) order,
@@ -366,17 +413,21 @@ impl OrderBuffer {
         let mut tails = Vec::with_capacity(self.held.len());
         let mut released_rows = 0;
         for (held, end) in self.held.iter().zip(&ends) {
-            let (head, tail) = split_runs(&held.chunk.acks, end - held.start);
-            tails.push(tail);
-            if *end > held.start {
-                released_rows += end - held.start;
-                prefixes.push(held.view(*end, head));
+            if *end == held.start {
+                tails.push(None);
+                continue;
             }
+            let (head, tail) = split_runs(&held.chunk.acks, end - held.start);
+            tails.push(Some(tail));
+            released_rows += end - held.start;
+            prefixes.push(held.view(*end, head));
         }
         let (released, _) = cut_release(&prefixes, released_rows, Cut::Everything)?;
         for ((held, end), tail) in self.held.iter_mut().zip(ends).zip(tails) {
-            held.start = end;
-            held.chunk.acks = tail;
+            if let Some(tail) = tail {
+                held.start = end;
+                held.chunk.acks = tail;
+            }
         }
         self.held.retain(|held| held.start < held.len());
         self.rows -= released_rows;
