@@ -137,14 +137,18 @@ async fn attach(node: &Node) -> (Session, Producer, Consumer) {
     (session, input, out)
 }
 
-/// Waits until batch `seq` completed (every row acknowledged).
-async fn completed(producer: &mut Producer, seq: u64) {
-    let outcome = tokio::time::timeout(Duration::from_secs(10), producer.next_outcome())
+/// The producer's next batch outcome (within 10 s).
+async fn next_outcome(producer: &mut Producer) -> (u64, Outcome) {
+    tokio::time::timeout(Duration::from_secs(10), producer.next_outcome())
         .await
         .expect("an outcome in time")
         .expect("producer healthy")
-        .expect("producer open");
-    assert_eq!(outcome, (seq, Outcome::Completed));
+        .expect("producer open")
+}
+
+/// Waits until batch `seq` completed (every row acknowledged).
+async fn completed(producer: &mut Producer, seq: u64) {
+    assert_eq!(next_outcome(producer).await, (seq, Outcome::Completed));
 }
 
 /// Submits `batch` and waits until it completed.
@@ -510,12 +514,7 @@ fn a_deduplicated_key_whose_first_row_was_refused_passes_when_resent() {
             out.nack(delivery.seq).await.expect("nack");
         }
         assert_eq!(sorted(refused), expected);
-        let outcome = tokio::time::timeout(Duration::from_secs(10), input.next_outcome())
-            .await
-            .expect("an outcome in time")
-            .expect("producer healthy")
-            .expect("producer open");
-        assert_eq!(outcome, (seq, Outcome::Rejected));
+        assert_eq!(next_outcome(&mut input).await, (seq, Outcome::Rejected));
         let resent = input.submit(&batch).await.expect("submit");
         assert_eq!(
             receive(&mut out, tenants.len(), 10).await,
