@@ -507,13 +507,18 @@ fn a_deduplicated_key_whose_first_row_was_refused_passes_when_resent() {
     runtime().block_on(async {
         let (_session, mut input, mut out) = attach(&node).await;
         let seq = input.submit(&batch).await.expect("submit");
+        let mut deliveries = Vec::new();
         let mut refused = Vec::new();
         while refused.len() < tenants.len() {
             let delivery = next_delivery(&mut out, 10).await;
             refused.extend(rows(&delivery.batch, BytesAs::Hex));
-            out.nack(delivery.seq).await.expect("nack");
+            deliveries.push(delivery.seq);
         }
         assert_eq!(sorted(refused), expected);
+        assert_eq!(dedup_keys(&node), (0, 8), "held while unacknowledged");
+        for delivery in deliveries {
+            out.nack(delivery).await.expect("nack");
+        }
         assert_eq!(next_outcome(&mut input).await, (seq, Outcome::Rejected));
         let resent = input.submit(&batch).await.expect("submit");
         assert_eq!(
@@ -527,7 +532,22 @@ fn a_deduplicated_key_whose_first_row_was_refused_passes_when_resent() {
             quiet_for(&mut out, 300).await,
             "a duplicate of a delivered row passed"
         );
+        assert_eq!(dedup_keys(&node), (8, 0), "kept once acknowledged");
     });
+}
+
+/// The deduplication keys `/metrics` reports, summed over shards: (kept, held).
+fn dedup_keys(node: &Node) -> (u64, u64) {
+    let metrics = http_get(node.metrics, "/metrics");
+    let sum = |state: &str| {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("nervix_dedup_keys{"))
+            .filter(|line| line.contains(&format!("state=\"{state}\"")))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    (sum("kept"), sum("held"))
 }
 
 /// A kill -9 after a periodic snapshot but before the consumer acknowledged the first row of a

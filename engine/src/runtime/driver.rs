@@ -123,6 +123,8 @@ pub struct DomainStats {
     pub relays: Vec<(String, usize, u64)>,
     pub branches: Vec<(String, usize, u64, u64, u64)>,
     pub ingestors: Vec<IngestorStats>,
+    /// Per deduplicator: (name, keys kept, keys held for a payload not yet resolved).
+    pub dedup_keys: Vec<(String, u64, u64)>,
 }
 
 /// One node's figures.
@@ -782,12 +784,24 @@ fn collect_stats(shard: &ShardState) -> ShardStats {
                 }
             })
             .collect();
+        let dedup_keys = graph
+            .dedup_keys()
+            .into_iter()
+            .map(|(index, kept, held)| {
+                (
+                    plan.processors[index].name.clone(),
+                    kept as u64,
+                    held as u64,
+                )
+            })
+            .collect();
         domains.push(DomainStats {
             domain: name.clone(),
             nodes,
             relays,
             branches,
             ingestors,
+            dedup_keys,
         });
     }
     domains.sort_by(|a, b| a.domain.cmp(&b.domain));

@@ -226,6 +226,7 @@ pub fn render(stats: &[ShardStats]) -> String {
     let mut buffered_bytes = Vec::new();
     let mut kafka_counts: [Vec<(String, u64)>; 5] = Default::default();
     let mut kafka_pending = Vec::new();
+    let mut dedup_keys = Vec::new();
     for shard in stats {
         for domain in &shard.domains {
             let d = &domain.domain;
@@ -241,6 +242,11 @@ pub fn render(stats: &[ShardStats]) -> String {
                 for (reason, value) in [("ttl", ttl), ("lru", lru), ("explicit", explicit)] {
                     evictions.push((format!("{base},reason=\"{reason}\""), *value));
                 }
+            }
+            for (node, kept, held) in &domain.dedup_keys {
+                let base = format!("domain=\"{d}\",node=\"{node}\",shard=\"{}\"", shard.shard);
+                dedup_keys.push((format!("{base},state=\"kept\""), *kept));
+                dedup_keys.push((format!("{base},state=\"held\""), *held));
             }
             for node in &domain.nodes {
                 let base = format!(
@@ -302,6 +308,12 @@ pub fn render(stats: &[ShardStats]) -> String {
         "Branches released, by reason.",
         "counter",
         evictions,
+    );
+    counter(
+        "nervix_dedup_keys",
+        "Live deduplication keys: kept (snapshots carry them) or held until the payload of their first row resolves.",
+        "gauge",
+        dedup_keys,
     );
     counter(
         "nervix_node_rows_total",

@@ -983,17 +983,22 @@ impl Graph {
             .sum()
     }
 
-    /// Live deduplication keys on this shard.
-    pub fn dedup_keys(&self) -> usize {
+    /// Per deduplicator on this shard: (processor index, keys kept, keys held for a payload
+    /// not yet resolved).
+    pub fn dedup_keys(&self) -> Vec<(usize, usize, usize)> {
         self.work
             .iter()
-            .map(|state| match state {
+            .enumerate()
+            .filter_map(|(index, state)| match state {
                 WorkState::Dedup(super::dedup::DedupState { spaces, .. }) => {
-                    spaces.values().map(|s| s.len()).sum()
+                    let (live, held) = spaces
+                        .values()
+                        .fold((0, 0), |(live, held), s| (live + s.len(), held + s.held()));
+                    Some((index, live - held, held))
                 }
-                _ => 0,
+                _ => None,
             })
-            .sum()
+            .collect()
     }
 }
 
