@@ -10,7 +10,8 @@
 //! - **Equality keys first.** The planner lifts each `left.<expr> = right.<expr>` conjunct of
 //!   CORRELATE WHERE into a pair of key programs (one per side). A row's key values are
 //!   evaluated once, when it arrives, and hashed; a new row's candidates are the pending rows
-//!   with its hash. Whenever the condition holds, every conjunct holds, so the keys are equal
+//!   with its hash, which the other side lists per hash ([`PendingRows::keyed`]), so finding
+//!   them costs the candidates, not the rows pending. Whenever the condition holds, every conjunct holds, so the keys are equal
 //!   and the hashes too: no true pair is skipped. A hash collision only adds a candidate, and
 //!   CORRELATE WHERE still decides every candidate. A null key value never satisfies `=`, so
 //!   such a row has no candidates. Without keys, every pending row is a candidate.
@@ -39,8 +40,7 @@
 //! expired, or drained — exactly once, because a row leaves [`PendingRows`] in the same step
 //! its root is returned.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use foldhash::HashSet;
 
 use arrow_array::{Array, ArrayRef, UInt32Array};
 use arrow_schema::{ArrowError, SchemaRef};
@@ -49,7 +49,7 @@ use nervix_nspl::ast::processor::MatchMode;
 use nervix_shards::ack::AckHandle;
 
 use super::dedup::{key_converter, key_hashes};
-use super::pending_rows::PendingRows;
+use super::pending_rows::{KeyMap, PendingRows};
 use crate::runtime::plan::Side;
 use crate::vm::{eval_predicate, EvalContext, Program};
 
@@ -117,28 +117,6 @@ pub struct Expired {
     pub rows: usize,
 }
 
-/// Key hashes are xxh3 output already: the map uses them as they are.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-}
-
-type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
-
 /// Per row: its key hash, or None when a key value is null or the row failed.
 type RowKeys = Vec<Option<u64>>;
 /// Failed rows with their first message, ascending.
@@ -194,10 +172,10 @@ struct Picker {
     current_failed: bool,
     best: Option<u32>,
     all: Vec<u32>,
-    /// Per pending row: taken by an earlier new row (EARLIEST / LATEST).
-    taken: Vec<bool>,
-    /// Per pending row: matched by some new row (ALL).
-    matched_pending: Vec<bool>,
+    /// Pending rows taken by an earlier new row (EARLIEST / LATEST), by position.
+    taken: HashSet<u32>,
+    /// Pending rows matched by some new row (ALL), by position (a row may repeat).
+    matched_pending: Vec<u32>,
     /// Per new row.
     matched_new: Vec<bool>,
     failed_new: Vec<bool>,
@@ -206,15 +184,15 @@ struct Picker {
 }
 
 impl Picker {
-    fn new(matching: MatchMode, new_rows: usize, pending_rows: usize) -> Picker {
+    fn new(matching: MatchMode, new_rows: usize) -> Picker {
         Picker {
             matching,
             current: None,
             current_failed: false,
             best: None,
             all: Vec::new(),
-            taken: vec![false; pending_rows],
-            matched_pending: vec![false; pending_rows],
+            taken: HashSet::default(),
+            matched_pending: Vec::new(),
             matched_new: vec![false; new_rows],
             failed_new: vec![false; new_rows],
             failed: Vec::new(),
@@ -240,10 +218,10 @@ impl Picker {
             return;
         }
         match self.matching {
-            MatchMode::Earliest if self.best.is_none() && !self.taken[pending as usize] => {
+            MatchMode::Earliest if self.best.is_none() && !self.taken.contains(&pending) => {
                 self.best = Some(pending)
             }
-            MatchMode::Latest if !self.taken[pending as usize] => self.best = Some(pending),
+            MatchMode::Latest if !self.taken.contains(&pending) => self.best = Some(pending),
             MatchMode::All => self.all.push(pending),
             _ => {}
         }
@@ -263,12 +241,12 @@ impl Picker {
             return;
         }
         if let Some(pending) = best {
-            self.taken[pending as usize] = true;
+            self.taken.insert(pending);
             self.matched_new[row as usize] = true;
             self.chosen.push((row, pending));
         }
         for pending in all {
-            self.matched_pending[pending as usize] = true;
+            self.matched_pending.push(pending);
             self.matched_new[row as usize] = true;
             self.chosen.push((row, pending));
         }
@@ -370,30 +348,27 @@ impl BranchState {
         } else {
             (vec![None; n], Vec::new())
         };
-        let mut picker = Picker::new(matcher.matching, n, m);
+        let mut picker = Picker::new(matcher.matching, n);
         for (row, message) in key_failures {
             picker.failed_new[row as usize] = true;
             picker.failed.push((row, message));
         }
         let eligible = |row: usize, picker: &Picker| !picker.failed_new[row] && !refused_flag[row];
         if m > 0 {
-            // Keyed: the pending rows of each distinct new key, in time order.
+            // Keyed: the pending rows of each distinct new key, in time order, looked up once
+            // per key (a batch costs its candidates, not every pending row).
             let mut groups: KeyMap<usize> = KeyMap::default();
             let mut members: Vec<Vec<u32>> = Vec::new();
             if keyed {
+                let pending = &mut self.sides[other];
                 for (row, key) in keys.iter().enumerate() {
                     if let (Some(key), true) = (key, eligible(row, &picker)) {
                         groups.entry(*key).or_insert_with(|| {
-                            members.push(Vec::new());
+                            let mut positions = Vec::new();
+                            pending.keyed(*key, &mut positions);
+                            members.push(positions);
                             members.len() - 1
                         });
-                    }
-                }
-                if !groups.is_empty() {
-                    for (position, held) in self.sides[other].rows().enumerate() {
-                        if let Some(group) = held.key.and_then(|key| groups.get(&key)) {
-                            members[*group].push(position as u32);
-                        }
                     }
                 }
             }
@@ -401,7 +376,7 @@ impl BranchState {
             let all_pending: Vec<u32> = if keyed {
                 Vec::new()
             } else {
-                (0..m as u32).collect()
+                self.sides[other].live_positions()
             };
             let mut chunk = PairChunk::default();
             for (row, key) in keys.iter().enumerate() {
@@ -473,14 +448,14 @@ impl BranchState {
         let pending = &mut self.sides[other];
         pending.mark_matched(
             matched_pending
-                .iter()
-                .enumerate()
-                .filter(|(_, m)| **m)
-                .map(|(position, _)| position),
+                .into_iter()
+                .map(|position| position as usize),
         );
         let mut leaving = Vec::new();
-        if taken.iter().any(|t| *t) {
-            pending.retain(|position, _| !taken[position], &mut leaving)?;
+        if !taken.is_empty() {
+            let mut taken: Vec<u32> = taken.into_iter().collect();
+            taken.sort_unstable();
+            pending.remove(&taken, &mut leaving);
         }
         let consumed = leaving.into_iter().filter_map(|row| row.root).collect();
         let mut held = Vec::new();

@@ -67,8 +67,7 @@ fn encode(
         if side.is_empty() {
             continue;
         }
-        let all: Vec<u32> = (0..side.len() as u32).collect();
-        let mut columns = side.columns_at(&all)?;
+        let mut columns = side.columns_at(&side.live_positions())?;
         columns.push(Arc::new(Int64Array::from_iter_values(
             side.rows().map(|row| row.time_ns),
         )));
@@ -206,8 +205,7 @@ mod tests {
 
     /// Each row of a left side, in time order.
     fn left_view(side: &PendingRows) -> Vec<LeftView> {
-        let all: Vec<u32> = (0..side.len() as u32).collect();
-        let columns = side.columns_at(&all).expect("columns");
+        let columns = side.columns_at(&side.live_positions()).expect("columns");
         let ids = columns[0].as_any().downcast_ref::<StringArray>().unwrap();
         let amounts = columns[1].as_any().downcast_ref::<Int64Array>().unwrap();
         side.rows()
@@ -290,9 +288,13 @@ mod tests {
         }
         // Half leave: the side compacts its segments while rows stay addressed.
         let mut leaving = Vec::new();
-        state.sides_mut()[0]
-            .retain(|_, row| row.time_ns % 2 == 1, &mut leaving)
-            .expect("retain");
+        let side = &mut state.sides_mut()[0];
+        let even: Vec<u32> = side
+            .live_positions()
+            .into_iter()
+            .filter(|position| side.get(*position as usize).time_ns % 2 == 0)
+            .collect();
+        side.remove(&even, &mut leaving);
         let paid: ArrayRef = Arc::new(Int64Array::from(vec![None, Some(3)]));
         state.sides_mut()[1]
             .append(&[paid], &[0, 1], |row| {
