@@ -15,3 +15,16 @@ pub mod reorder_snapshot;
 pub mod route;
 pub mod state_codec;
 pub mod window;
+
+/// A seeded xorshift source for the randomized tests of this module's state: `next(bound)` is
+/// in `0..bound`, the same sequence on every run.
+#[cfg(test)]
+pub(crate) fn test_random(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    }
+}

@@ -822,13 +822,7 @@ mod tests {
         let mut merged_once = false;
         let mut fast = OrderBuffer::default();
         let mut reference = OrderBuffer::default();
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::runtime::exec::test_random(0x2545_f491_4f6c_dd1d);
         for step in 0..2_000i64 {
             let rows = 1 + next(6) as usize;
             let keys: Vec<i64> = (0..rows).map(|_| step / 4 + next(12) as i64 - 6).collect();
