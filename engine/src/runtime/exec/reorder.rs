@@ -192,30 +192,26 @@ impl OrderBuffer {
     /// Holds `chunk` (its arrival array must be I64 and as long as its rows), put in order.
     pub(super) fn push_chunk(&mut self, chunk: Chunk) {
         let arrival = chunk.arrival.as_any().downcast_ref::<Int64Array>();
-        let (Some(earliest), Some(latest)) = (
-            arrival.and_then(arrow_arith::aggregate::min),
-            arrival.and_then(arrow_arith::aggregate::max),
-        ) else {
+        let Some(earliest) = arrival.and_then(arrow_arith::aggregate::min) else {
             return;
         };
         self.rows += chunk.arrival.len();
         self.earliest_ns = Some(self.earliest_ns.map_or(earliest, |e| e.min(earliest)));
-        let held = self.ordered(chunk, earliest == latest);
+        let held = self.ordered(chunk);
         self.held.push(held);
         self.dirty = true;
     }
 
-    /// `chunk` put in order as a held chunk (`one_arrival`: its rows share one arrival).
-    fn ordered(&mut self, chunk: Chunk, one_arrival: bool) -> Held {
-        let arrival_of_all = if one_arrival {
-            chunk
-                .arrival
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .and_then(|a| a.values().first().copied())
-        } else {
-            None
-        };
+    /// `chunk` put in order as a held chunk.
+    fn ordered(&mut self, chunk: Chunk) -> Held {
+        let arrivals = chunk.arrival.as_any().downcast_ref::<Int64Array>();
+        let arrival_of_all = arrivals.and_then(|a| {
+            let first = *a.values().first()?;
+            a.values()
+                .iter()
+                .all(|arrival| *arrival == first)
+                .then_some(first)
+        });
         let (chunk, order) = self.in_order(chunk);
         Held {
             chunk,
@@ -361,11 +357,7 @@ impl OrderBuffer {
         match cut_release(&views, best_rows, Cut::Nothing) {
             Ok((_, mut merged)) if merged.len() == 1 => {
                 let chunk = merged.pop().expect("one chunk");
-                let arrival = chunk.arrival.as_any().downcast_ref::<Int64Array>();
-                let one_arrival = arrival.is_some_and(|a| {
-                    arrow_arith::aggregate::min(a) == arrow_arith::aggregate::max(a)
-                });
-                let held = self.ordered(chunk, one_arrival);
+                let held = self.ordered(chunk);
                 self.held.splice(range, std::iter::once(held));
                 self.merge_failed_at = 0;
             }
