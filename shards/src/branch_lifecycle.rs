@@ -29,52 +29,61 @@
 //!
 //! # Why it is correct
 //!
-//! Live branches sit on one intrusive doubly-linked list threaded through a slab of nodes by
-//! `u32` indices, ordered from least to most recently touched, plus a `HashMap` from key to node
-//! index. A touch unlinks a node and relinks it at the most-recent end; an eviction unlinks the
-//! least-recent end: both are O(1), and once the slab and map have grown to the population no
-//! touch allocates (freed nodes go on a free list and are reused; a new key is cloned once when
-//! its branch is created, never on a touch).
+//! Live branches sit in a slab of nodes addressed by `u32` indices, with a `HashMap` from key to
+//! node index, and a **touch queue**: one entry `(sequence, node)` is appended per touch, oldest
+//! first. Each touch takes the next number of a table-wide sequence and writes it into the node;
+//! an entry is *live* when its node holds a branch and carries that same number, so each live
+//! branch has exactly one live entry — its latest touch — and every earlier entry of it (or of a
+//! freed node whose slot was reused: sequence numbers never repeat) is *stale* and skipped. The
+//! live entries in queue order are therefore the branches from least to most recently touched,
+//! exactly the order a linked list relinked on every touch would keep, but a touch writes only
+//! the node and the queue's tail: it never visits the neighbours a relink would unlink it from
+//! (two cache misses per touch on a table of 100,000 branches, Nexmark q5's).
 //!
 //! **LRU order is last-input order.** Every touch stamps the node with an instant no earlier than
 //! any stamp already in the table (a `now_ns` that goes backwards is clamped to the latest instant
-//! the table has seen) and moves it to the most-recent end, so stamps never decrease from the
-//! least-recent end to the most-recent end. The oldest last input is therefore always at the
-//! least-recent end, and the TTL sweep can walk from there and **stop at the first branch that has
-//! not expired**: every branch after it was touched at the same instant or later, so it has not
-//! expired either. A sweep thus costs O(evicted + 1), never a scan of the population.
+//! the table has seen) and its live entry is the newest, so stamps never decrease along the live
+//! entries. The oldest last input is therefore always the first live entry, and the TTL sweep can
+//! walk from there and **stop at the first branch that has not expired**: every live entry after
+//! it was touched at the same instant or later, so it has not expired either. The queue's front is
+//! kept live (stale entries reaching it are dropped when it changes), so a sweep costs
+//! O(evicted + 1) and [`BranchTable::next_expiry_ns`] reads one entry.
 //!
 //! **Bounded.** With `MAX INSTANCES n` the table never holds more than `n` branches: an insert at
 //! the bound evicts before it inserts. Without it, the table is still bounded by
 //! [`MAX_TABLE_INSTANCES`] (the `u32` index space), a population no shard's memory could hold;
 //! reaching it evicts by LRU like a declared bound instead of failing. The slab holds at most one
-//! node per branch that was live at the same time, so memory follows the configured bound (or the
-//! peak population), never input volume.
+//! node per branch that was live at the same time. The queue is compacted (its stale entries
+//! dropped, order kept) once it holds more than twice the live branches plus
+//! [`TOUCH_QUEUE_SLACK`] entries, so it never exceeds that, and compaction is amortized O(1): after
+//! one, at least half the population in touches or removals comes before the next. Memory thus
+//! follows the configured bound (or the peak population), never input volume.
 //!
 //! Counters only grow and saturate; `len` is the live population, checked against the map and the
-//! list by `debug_assert` after every transition in debug builds.
+//! queue by `debug_assert` after every transition in debug builds.
 //!
 //! # Engine memory per idle branch
 //!
-//! An idle branch costs one slab node and one map entry. Beside `K` and `V`, a node holds two
-//! `u32` links, a `u64` last-input instant and the discriminant of the `Option` that marks free
-//! nodes (often folded into a niche of `K` or `V`); a map entry holds a `u32` index and one
-//! hashbrown control byte. The key is stored twice (once in the map, once in the node so LRU and
-//! TTL evictions can find the map entry): for `K = Box<[u8]>` that is a second 16-byte box plus
-//! the key bytes again. [`BranchTable::OVERHEAD_BYTES_PER_BRANCH`] computes the fixed part for the
-//! concrete `K` and `V`; the `shards_branch_lifecycle` tests check the whole per-branch figure,
-//! including the second key copy, map load-factor slack and preallocated-but-free slab space,
+//! An idle branch costs one slab node, one map entry and up to two queue entries. Beside `K` and
+//! `V`, a node holds its sequence number, a `u64` last-input instant, a free-list link and the
+//! discriminant of the `Option` that marks free nodes (often folded into a niche of `K` or `V`); a
+//! map entry holds a `u32` index and one hashbrown control byte; a queue entry is a sequence
+//! number and an index. The key is stored twice (once in the map, once in the node so LRU and TTL
+//! evictions can find the map entry): for `K = Box<[u8]>` that is a second 16-byte box plus the key
+//! bytes again. [`BranchTable::OVERHEAD_BYTES_PER_BRANCH`] computes the fixed part for the concrete
+//! `K` and `V`; the `shards_branch_lifecycle` tests check the whole per-branch figure, including
+//! the second key copy, map load-factor slack and preallocated-but-free slab and queue space,
 //! against DESIGN §10's 1 KiB per idle branch.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::mem::size_of;
 
 use thiserror::Error;
 
 /// Largest population one table can hold, in branches: the `u32` node index space, with
-/// `u32::MAX` reserved as the list end. Also the effective bound of a table without
+/// `u32::MAX` reserved as the free list's end. Also the effective bound of a table without
 /// `MAX INSTANCES`.
 pub const MAX_TABLE_INSTANCES: u32 = u32::MAX - 1;
 
@@ -83,11 +92,15 @@ pub const MAX_TABLE_INSTANCES: u32 = u32::MAX - 1;
 /// never again once warm), so a large declared bound does not reserve memory no branch uses.
 pub const MAX_PREALLOCATED_INSTANCES: u32 = 65_536;
 
-/// Largest population whose whole list a debug-build invariant check walks, in branches.
+/// Stale touch-queue entries tolerated beyond twice the live branches before the queue is
+/// compacted, in entries (module docs).
+pub const TOUCH_QUEUE_SLACK: usize = 64;
+
+/// Largest population whose whole queue a debug-build invariant check walks, in branches.
 #[cfg(debug_assertions)]
 const FULL_CHECK_MAX_INSTANCES: usize = 256;
 
-/// End of the intrusive lists (the live list and the free list).
+/// End of the free list.
 const NO_NODE: u32 = u32::MAX;
 
 /// Why a branch left its table: the `reason` label of `nervix_branch_evictions_total`.
@@ -165,17 +178,30 @@ pub struct Touched<'a, K, V> {
     pub evicted: Option<(K, V)>,
 }
 
-/// One slab slot: a live branch on the LRU list, or a free slot on the free list.
+/// One slab slot: a live branch, or a free slot on the free list.
 #[derive(Debug)]
 struct Node<K, V> {
-    /// Toward the least recently used end (live), or the next free slot (free).
-    older: u32,
-    /// Toward the most recently used end (live only).
-    newer: u32,
+    /// The sequence number of the branch's latest touch: its one live queue entry carries it.
+    seq: u64,
     /// Physical monotonic instant of the last accepted input, in nanoseconds.
     last_input_ns: u64,
+    /// The next free slot (free nodes only).
+    next_free: u32,
     /// The branch, or `None` when the slot is free.
     entry: Option<(K, V)>,
+}
+
+/// One touch-queue entry: node `at` was touched with sequence number `seq`.
+#[derive(Debug, Clone, Copy)]
+struct Touch {
+    seq: u64,
+    at: u32,
+}
+
+/// Whether `touch` is its node's latest, on a live node (module docs).
+fn is_live<K, V>(nodes: &[Node<K, V>], touch: Touch) -> bool {
+    let node = &nodes[touch.at as usize];
+    node.entry.is_some() && node.seq == touch.seq
 }
 
 /// The live concrete branches of one branch declaration on one shard; see the module docs.
@@ -186,10 +212,10 @@ pub struct BranchTable<K, V> {
     max_instances: Option<u32>,
     nodes: Vec<Node<K, V>>,
     index: HashMap<K, u32, crate::branch_key::KeyHashState>,
-    /// Least recently used live node.
-    lru: u32,
-    /// Most recently used live node.
-    mru: u32,
+    /// Touches, oldest first; its front is live whenever it is not empty.
+    touches: VecDeque<Touch>,
+    /// The sequence number the next touch takes.
+    next_seq: u64,
     free_head: u32,
     /// Latest instant stamped on any touch; stamps are clamped to it so they never decrease.
     latest_input_ns: u64,
@@ -200,13 +226,15 @@ impl<K, V> BranchTable<K, V>
 where
     K: Hash + Eq + Clone,
 {
-    /// Engine bytes an idle branch costs beside its `K` and `V`: the slab node's links, instant and
-    /// slot tag, the map entry's index and control byte, and the second copy of `K` the node keeps
-    /// (its inline size; heap bytes a `K` owns come on top). Map load-factor slack is excluded.
+    /// Engine bytes an idle branch costs beside its `K` and `V`: the slab node's sequence number,
+    /// instant, free link and slot tag, the map entry's index and control byte, the second copy of
+    /// `K` the node keeps (its inline size; heap bytes a `K` owns come on top) and two queue
+    /// entries (the most a compacted queue holds per branch). Map load-factor slack is excluded.
     pub const OVERHEAD_BYTES_PER_BRANCH: usize =
         (size_of::<Node<K, V>>() - size_of::<K>() - size_of::<V>())
             + (size_of::<(K, u32)>() + 1 - size_of::<K>())
-            + size_of::<K>();
+            + size_of::<K>()
+            + 2 * size_of::<Touch>();
 
     /// A table for a declaration with `TTL ttl_ns` and, when declared, `MAX INSTANCES
     /// max_instances`. A bounded table preallocates room for its bound (up to
@@ -229,8 +257,8 @@ where
             max_instances,
             nodes: Vec::with_capacity(preallocated),
             index: HashMap::with_capacity_and_hasher(preallocated, Default::default()),
-            lru: NO_NODE,
-            mru: NO_NODE,
+            touches: VecDeque::with_capacity(preallocated),
+            next_seq: 0,
             free_head: NO_NODE,
             latest_input_ns: 0,
             counters: EvictionCounters::default(),
@@ -267,8 +295,8 @@ where
         self.counters
     }
 
-    /// Bytes the table's slab and map have allocated, excluding heap memory owned by keys and
-    /// states (map size estimated as its capacity × (entry + control byte)).
+    /// Bytes the table's slab, map and touch queue have allocated, excluding heap memory owned by
+    /// keys and states (map size estimated as its capacity × (entry + control byte)).
     #[must_use]
     pub fn allocated_bytes(&self) -> usize {
         self.nodes
@@ -279,6 +307,7 @@ where
                     .capacity()
                     .saturating_mul(size_of::<(K, u32)>() + 1),
             )
+            .saturating_add(self.touches.capacity().saturating_mul(size_of::<Touch>()))
     }
 
     /// Records one accepted input for the branch `key` at physical instant `now_ns`: refreshes an
@@ -298,8 +327,7 @@ where
         let stamp_ns = self.latest_input_ns;
 
         if let Some(&at) = self.index.get(key) {
-            self.unlink(at);
-            self.push_mru(at, stamp_ns);
+            self.retouch(at, stamp_ns);
             self.check_invariants();
             let state = self.state_mut(at);
             return Touched {
@@ -323,9 +351,9 @@ where
             // population, which is below the bound (≤ MAX_TABLE_INSTANCES) after the eviction.
             let at = self.nodes.len() as u32;
             self.nodes.push(Node {
-                older: NO_NODE,
-                newer: NO_NODE,
+                seq: 0,
                 last_input_ns: stamp_ns,
+                next_free: NO_NODE,
                 entry,
             });
             at
@@ -333,12 +361,15 @@ where
             let at = self.free_head;
             let node = &mut self.nodes[at as usize];
             debug_assert!(node.entry.is_none(), "free list holds a live node {at}");
-            self.free_head = node.older;
+            self.free_head = node.next_free;
+            node.next_free = NO_NODE;
+            node.last_input_ns = stamp_ns;
             node.entry = entry;
             at
         };
         self.index.insert(owned, at);
-        self.push_mru(at, stamp_ns);
+        self.enqueue(at);
+        self.compact_if_stale();
         self.check_invariants();
         let state = self.state_mut(at);
         Touched {
@@ -354,8 +385,11 @@ where
     /// has not expired (see the module docs for why none after it has).
     pub fn sweep(&mut self, now_ns: u64, max_evictions: usize, out: &mut Vec<(K, V)>) -> usize {
         let mut released = 0;
-        while released < max_evictions && self.lru != NO_NODE {
-            let idle_ns = now_ns.saturating_sub(self.nodes[self.lru as usize].last_input_ns);
+        while released < max_evictions {
+            let Some(front) = self.touches.front() else {
+                break;
+            };
+            let idle_ns = now_ns.saturating_sub(self.nodes[front.at as usize].last_input_ns);
             if idle_ns <= self.ttl_ns {
                 break;
             }
@@ -374,8 +408,8 @@ where
     /// empty. Saturates at `u64::MAX`.
     #[must_use]
     pub fn next_expiry_ns(&self) -> Option<u64> {
-        (self.lru != NO_NODE).then(|| {
-            self.nodes[self.lru as usize]
+        self.touches.front().map(|front| {
+            self.nodes[front.at as usize]
                 .last_input_ns
                 .saturating_add(self.ttl_ns)
                 .saturating_add(1)
@@ -390,8 +424,9 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let at = self.index.remove(key)?;
-        self.unlink(at);
         let (_, state) = self.free(at)?;
+        self.drop_stale_front();
+        self.compact_if_stale();
         self.counters.count(EvictionReason::Explicit);
         self.check_invariants();
         Some(state)
@@ -432,29 +467,81 @@ where
     /// Live branches from least to most recently used, each with its state and last-input
     /// instant in nanoseconds.
     pub fn iter_lru(&self) -> impl Iterator<Item = (&K, &V, u64)> + '_ {
-        let mut at = self.lru;
-        std::iter::from_fn(move || {
-            let node = self.nodes.get(at as usize)?;
-            at = node.newer;
-            let (k, v) = node.entry.as_ref()?;
-            Some((k, v, node.last_input_ns))
-        })
+        self.touches
+            .iter()
+            .filter(|touch| is_live(&self.nodes, **touch))
+            .filter_map(|touch| {
+                let node = &self.nodes[touch.at as usize];
+                let (k, v) = node.entry.as_ref()?;
+                Some((k, v, node.last_input_ns))
+            })
     }
 
-    /// Unlinks the least recently used branch, frees its node and counts it under `reason`.
-    fn evict_lru_end(&mut self, reason: EvictionReason) -> Option<(K, V)> {
-        let at = self.lru;
-        if at == NO_NODE {
-            return None;
+    /// Makes live node `at` the most recently used, stamped `stamp_ns`.
+    fn retouch(&mut self, at: u32, stamp_ns: u64) {
+        let node = &mut self.nodes[at as usize];
+        node.last_input_ns = stamp_ns;
+        let latest = Touch { seq: node.seq, at };
+        // Already the newest entry: the order stays as it is.
+        if self
+            .touches
+            .back()
+            .is_some_and(|back| back.at == at && back.seq == latest.seq)
+        {
+            return;
         }
-        self.unlink(at);
-        let (key, state) = self.free(at)?;
+        self.enqueue(at);
+        // Its previous entry is stale now; when it was the front, the front moves on.
+        if self
+            .touches
+            .front()
+            .is_some_and(|front| front.at == at && front.seq == latest.seq)
+        {
+            self.drop_stale_front();
+        }
+        self.compact_if_stale();
+    }
+
+    /// Appends live node `at`'s newest touch to the queue.
+    fn enqueue(&mut self, at: u32) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.nodes[at as usize].seq = seq;
+        self.touches.push_back(Touch { seq, at });
+    }
+
+    /// Drops stale entries from the queue's front, so the front is the least recently used
+    /// branch's entry.
+    fn drop_stale_front(&mut self) {
+        while let Some(&front) = self.touches.front() {
+            if is_live(&self.nodes, front) {
+                return;
+            }
+            self.touches.pop_front();
+        }
+    }
+
+    /// Drops every stale entry, keeping the order, once they outnumber the bound (module docs).
+    fn compact_if_stale(&mut self) {
+        if self.touches.len() <= 2 * self.index.len() + TOUCH_QUEUE_SLACK {
+            return;
+        }
+        let nodes = &self.nodes;
+        self.touches.retain(|touch| is_live(nodes, *touch));
+    }
+
+    /// Evicts the least recently used branch, frees its node and counts it under `reason`.
+    fn evict_lru_end(&mut self, reason: EvictionReason) -> Option<(K, V)> {
+        let front = self.touches.pop_front()?;
+        debug_assert!(is_live(&self.nodes, front), "a stale entry at the front");
+        let (key, state) = self.free(front.at)?;
         let removed = self.index.remove(&key);
         debug_assert_eq!(
             removed,
-            Some(at),
-            "map and list disagree on an evicted branch"
+            Some(front.at),
+            "map and queue disagree on an evicted branch"
         );
+        self.drop_stale_front();
         self.counters.count(reason);
         Some((key, state))
     }
@@ -462,83 +549,62 @@ where
     fn state_mut(&mut self, at: u32) -> &mut V {
         match &mut self.nodes[at as usize].entry {
             Some((_, state)) => state,
-            None => unreachable!("branch node {at} is live on the list"),
+            None => unreachable!("branch node {at} is live"),
         }
     }
 
-    /// Links live node `at` at the most recently used end, stamped `stamp_ns`.
-    fn push_mru(&mut self, at: u32, stamp_ns: u64) {
-        let old_mru = self.mru;
-        let node = &mut self.nodes[at as usize];
-        node.older = old_mru;
-        node.newer = NO_NODE;
-        node.last_input_ns = stamp_ns;
-        if old_mru == NO_NODE {
-            self.lru = at;
-        } else {
-            self.nodes[old_mru as usize].newer = at;
-        }
-        self.mru = at;
-    }
-
-    /// Takes live node `at` off the LRU list (its links become stale).
-    fn unlink(&mut self, at: u32) {
-        let Node { older, newer, .. } = self.nodes[at as usize];
-        if older == NO_NODE {
-            self.lru = newer;
-        } else {
-            self.nodes[older as usize].newer = newer;
-        }
-        if newer == NO_NODE {
-            self.mru = older;
-        } else {
-            self.nodes[newer as usize].older = older;
-        }
-    }
-
-    /// Moves unlinked node `at` to the free list, returning its branch.
+    /// Moves node `at` to the free list, returning its branch; its queue entries become stale.
     fn free(&mut self, at: u32) -> Option<(K, V)> {
         let node = &mut self.nodes[at as usize];
         let entry = node.entry.take();
         debug_assert!(entry.is_some(), "freeing an already free node {at}");
-        node.older = self.free_head;
-        node.newer = NO_NODE;
+        node.next_free = self.free_head;
         self.free_head = at;
         entry
     }
 
-    /// Debug-build check that the list, the map and the stamps agree. Walks the whole list only
+    /// Debug-build check that the queue, the map and the stamps agree. Walks the whole queue only
     /// for populations up to [`FULL_CHECK_MAX_INSTANCES`] so large debug-build tests stay linear.
     fn check_invariants(&self) {
         #[cfg(debug_assertions)]
-        if self.index.len() <= FULL_CHECK_MAX_INSTANCES {
-            let mut count = 0usize;
-            let mut at = self.lru;
-            let mut prev = NO_NODE;
-            let mut prev_stamp = 0u64;
-            while at != NO_NODE {
-                let node = &self.nodes[at as usize];
-                debug_assert_eq!(node.older, prev, "broken back link at node {at}");
-                debug_assert!(
-                    node.last_input_ns >= prev_stamp,
-                    "last-input instants decrease along the LRU list at node {at}"
-                );
-                let (key, _) = node
-                    .entry
-                    .as_ref()
-                    .unwrap_or_else(|| panic!("free node {at} on the LRU list"));
-                debug_assert_eq!(self.index.get(key), Some(&at), "map disagrees at {at}");
-                prev_stamp = node.last_input_ns;
-                prev = at;
-                at = node.newer;
-                count += 1;
-            }
-            debug_assert_eq!(prev, self.mru, "list end is not the most recent node");
-            debug_assert_eq!(count, self.index.len(), "list and map populations differ");
+        {
             debug_assert!(
-                count <= self.max_instances.unwrap_or(MAX_TABLE_INSTANCES) as usize,
-                "population {count} above the bound"
+                self.touches.len() <= 2 * self.index.len() + TOUCH_QUEUE_SLACK + 1,
+                "touch queue past its bound"
             );
+            debug_assert!(
+                self.touches
+                    .front()
+                    .is_none_or(|front| is_live(&self.nodes, *front)),
+                "a stale entry at the front"
+            );
+            if self.index.len() <= FULL_CHECK_MAX_INSTANCES {
+                let mut count = 0usize;
+                let mut prev_stamp = 0u64;
+                for touch in self.touches.iter().filter(|t| is_live(&self.nodes, **t)) {
+                    let node = &self.nodes[touch.at as usize];
+                    debug_assert!(
+                        node.last_input_ns >= prev_stamp,
+                        "last-input instants decrease along the queue at node {}",
+                        touch.at
+                    );
+                    let (key, _) = node.entry.as_ref().expect("a live entry's node is live");
+                    debug_assert_eq!(
+                        self.index.get(key),
+                        Some(&touch.at),
+                        "map disagrees at {}",
+                        touch.at
+                    );
+                    prev_stamp = node.last_input_ns;
+                    count += 1;
+                }
+                // One live entry per branch: as many as the map holds, each naming its own node.
+                debug_assert_eq!(count, self.index.len(), "queue and map populations differ");
+                debug_assert!(
+                    count <= self.max_instances.unwrap_or(MAX_TABLE_INSTANCES) as usize,
+                    "population {count} above the bound"
+                );
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use nervix_shards::branch_lifecycle::{
     BranchTable, EvictionCounters, EvictionReason, InvalidMaxInstances, MAX_TABLE_INSTANCES,
+    TOUCH_QUEUE_SLACK,
 };
 use proptest::prelude::*;
 
@@ -267,6 +268,37 @@ fn invalid_bounds_are_refused() {
     assert_eq!(EvictionReason::Explicit.label(), "explicit");
 }
 
+/// Branches touched in turn while the least recently used one stays put: every touch leaves a
+/// stale entry behind in the middle of the touch queue, which is compacted (its bound is twice
+/// the live branches plus `TOUCH_QUEUE_SLACK`), while the order and TTL answers stay exact.
+#[test]
+fn alternating_touches_keep_the_touch_queue_bounded_and_the_order_exact() {
+    let mut t = table(1_000, Some(3));
+    let mut serial = 0;
+    touch(&mut t, b"a", 0, serial);
+    let mut now = 0;
+    for round in 0..10_000u64 {
+        now = round;
+        serial += 1;
+        let key: &[u8] = if round % 2 == 0 { b"b" } else { b"c" };
+        touch(&mut t, key, now, serial);
+    }
+    assert_eq!(lru_keys(&t), keys(&["a", "b", "c"]));
+    assert_eq!(t.next_expiry_ns(), Some(1_001));
+    let bound_bytes = 4 * (2 * 3 + TOUCH_QUEUE_SLACK + 1) * 16;
+    assert!(
+        t.allocated_bytes() <= bound_bytes,
+        "{} bytes held after 10,000 touches of 3 branches",
+        t.allocated_bytes()
+    );
+    // At the bound, a new branch evicts the one touched longest ago: "a", then "b".
+    let (_, evicted) = touch(&mut t, b"d", now + 1, serial + 1);
+    assert_eq!(evicted.map(|(k, _)| k.to_vec()), Some(b"a".to_vec()));
+    let (_, evicted) = touch(&mut t, b"e", now + 2, serial + 2);
+    assert_eq!(evicted.map(|(k, _)| k.to_vec()), Some(b"b".to_vec()));
+    assert_eq!(lru_keys(&t), keys(&["c", "d", "e"]));
+}
+
 /// DESIGN §10: ≤ 1 KiB of engine memory per idle branch. Measured with 16-byte keys kept as
 /// `Box<[u8]>` and a pointer-sized state (the caller's state lives behind it), over 100,000 idle
 /// branches, counting the slab and map allocations (including load-factor slack and free space)
@@ -334,7 +366,9 @@ proptest! {
     fn matches_model(
         ttl_ns in 0u64..100,
         max in prop::option::of(1u32..5),
-        ops in prop::collection::vec(op(), 0..80),
+        // Long enough that a few keys' touches outgrow the touch queue's stale bound (twice
+        // the live branches plus 64) and compact it, repeatedly.
+        ops in prop::collection::vec(op(), 0..400),
     ) {
         let mut t = table(ttl_ns, max);
         // Ordered least → most recently touched.
