@@ -39,11 +39,21 @@ use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
 
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
+///
+/// A window is read once per emission and step, long after its rows came (a branch per
+/// Nexmark q5 auction and hop keeps tens of thousands open), so what those reads need sits in
+/// the run itself: the first and last row times (most cuts are decided by them, without
+/// reading the times' buffer) and the arguments in one flat list (no list per call to follow,
+/// and none to allocate on admission).
 struct Retained {
     /// Per row, its time (ns), ascending.
     times: Int64Array,
-    /// Per aggregate call, its value-argument arrays (each `rows` long).
-    args: Vec<Vec<ArrayRef>>,
+    /// The first and last row's time.
+    first_ns: i64,
+    last_ns: i64,
+    /// Every call's value-argument arrays in call order (call `i`'s are its `args.len()`
+    /// after those of the calls before it), each `rows` long.
+    args: Vec<ArrayRef>,
     rows: usize,
     bytes: u64,
     acks: Vec<AckRun>,
@@ -55,16 +65,25 @@ impl Retained {
     /// timed at `i64::MAX` would otherwise never leave its window, and the window would emit
     /// again and again without moving.
     fn rows_before(&self, instant: i64) -> usize {
-        if instant == i64::MAX {
+        // Most runs lie wholly before the cut (every run of a tumbling window): no search.
+        if instant == i64::MAX || self.last_ns < instant {
             return self.rows;
         }
-        let times = self.times.values();
-        // Most runs lie wholly before the cut (every run of a tumbling window): no search.
-        if times.last().is_some_and(|last| *last < instant) {
-            return times.len();
+        if self.first_ns >= instant {
+            return 0;
         }
-        times.partition_point(|t| *t < instant)
+        self.times.values().partition_point(|t| *t < instant)
     }
+}
+
+/// Each call's value arguments in a run's flat list ([`Retained::args`]): call `i` of `plan`
+/// reads `args[ranges[i]]`.
+fn call_ranges(plan: &WindowPlan) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    plan.calls.iter().scan(0usize, |offset, call| {
+        let range = *offset..*offset + call.args.len();
+        *offset = range.end;
+        Some(range)
+    })
 }
 
 /// One branch's window.
@@ -133,11 +152,10 @@ pub enum SnapshotError {
 }
 
 /// The logical Arrow bytes `args` hold (values, offsets and validity of their own rows).
-pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
+pub fn args_bytes(args: &[ArrayRef]) -> u64 {
     // Logical bytes: an argument may be a slice of a buffer other branches' rows share (a
     // reingestor's fan-out), and the branch holds only its rows of it.
     args.iter()
-        .flatten()
         .map(|a| crate::runtime::logical_bytes::column_logical_bytes(a.as_ref()))
         .sum()
 }
@@ -146,8 +164,8 @@ pub fn args_bytes(args: &[Vec<ArrayRef>]) -> u64 {
 /// which FIRST, LAST and ties go by), with the order taken.
 fn by_time(
     times: &Int64Array,
-    args: &[Vec<ArrayRef>],
-) -> Result<(Int64Array, Vec<Vec<ArrayRef>>, arrow_array::UInt32Array), arrow_schema::ArrowError> {
+    args: &[ArrayRef],
+) -> Result<(Int64Array, Vec<ArrayRef>, arrow_array::UInt32Array), arrow_schema::ArrowError> {
     let mut positions: Vec<u32> = (0..times.len() as u32).collect();
     positions.sort_by_key(|row| times.value(*row as usize));
     let order = arrow_array::UInt32Array::from(positions);
@@ -158,12 +176,7 @@ fn by_time(
         .ok_or_else(|| arrow_schema::ArrowError::CastError("times".into()))?;
     let args = args
         .iter()
-        .map(|values| {
-            values
-                .iter()
-                .map(|array| arrow_select::take::take(array.as_ref(), &order, None))
-                .collect::<Result<Vec<_>, _>>()
-        })
+        .map(|array| arrow_select::take::take(array.as_ref(), &order, None))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((times, args, order))
 }
@@ -191,6 +204,16 @@ impl WindowState {
 
     pub fn retained_rows(&self) -> usize {
         self.runs.iter().map(|r| r.rows).sum()
+    }
+
+    /// Whether it retains no row, read without visiting its runs (a run always holds rows:
+    /// admission keeps none of zero rows, a step drops the runs it empties).
+    pub fn is_empty(&self) -> bool {
+        debug_assert!(
+            self.runs.iter().all(|run| run.rows > 0),
+            "an empty run kept"
+        );
+        self.runs.is_empty()
     }
 
     /// When the open window began (its first retained row's time), domain ns.
@@ -221,20 +244,21 @@ impl WindowState {
         plan.reserved_bytes + self.bytes + bytes > plan.branch_cap_bytes()
     }
 
-    /// Retains `rows` rows with their `times` and evaluated arguments. Rows it cannot take
+    /// Retains `rows` rows with their `times` and evaluated arguments (every call's, in call
+    /// order, as [`Retained::args`] keeps them). Rows it cannot take
     /// (their arrays disagree on length) come back as an error with their acknowledgement
     /// runs, for the caller to refuse.
     pub fn admit(
         &mut self,
         times: Int64Array,
-        args: Vec<Vec<ArrayRef>>,
+        args: Vec<ArrayRef>,
         rows: usize,
         acks: Vec<AckRun>,
     ) -> Result<(), (arrow_schema::ArrowError, Vec<AckRun>)> {
         if rows == 0 {
             return Ok(());
         }
-        let lengths_agree = times.len() == rows && args.iter().flatten().all(|a| a.len() == rows);
+        let lengths_agree = times.len() == rows && args.iter().all(|a| a.len() == rows);
         if !lengths_agree {
             let error = arrow_schema::ArrowError::InvalidArgumentError(format!(
                 "{rows} rows with arrays of other lengths"
@@ -257,6 +281,8 @@ impl WindowState {
         self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
         self.runs.push_back(Retained {
             times,
+            first_ns: first,
+            last_ns: last,
             args,
             rows,
             bytes,
@@ -270,13 +296,16 @@ impl WindowState {
         let end = self.due_ns(plan).unwrap_or(i64::MIN);
         plan.calls
             .iter()
-            .enumerate()
-            .map(|(index, call)| {
+            .zip(call_ranges(plan))
+            .map(|(call, args)| {
                 let mut accumulator = Accumulator::new(&call.call);
                 for run in &self.runs {
                     let within = run.rows_before(end);
                     if within > 0 {
-                        accumulator.fold(&run.args[index], run.times.values(), 0..within);
+                        // A run short of arguments folds what it has: the accumulator then
+                        // reports the count that disagrees.
+                        let values = run.args.get(args.clone()).unwrap_or(&[]);
+                        accumulator.fold(values, run.times.values(), 0..within);
                     }
                 }
                 accumulator.finish()
@@ -311,10 +340,9 @@ impl WindowState {
             run.acks = rest;
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
-            for values in &mut run.args {
-                for array in values.iter_mut() {
-                    *array = array.slice(gone, kept);
-                }
+            run.first_ns = run.times.value(0);
+            for array in &mut run.args {
+                *array = array.slice(gone, kept);
             }
             // The kept rows' own bytes: rows differ in size (strings), so a share by row
             // count would drift from what the rows hold.
@@ -329,7 +357,7 @@ impl WindowState {
             self.watermark_ns = None;
             None
         } else {
-            let earliest = self.runs.iter().map(|run| run.times.value(0)).min();
+            let earliest = self.runs.iter().map(|run| run.first_ns).min();
             Some(next_start(plan, cutoff, earliest.unwrap_or(cutoff)))
         };
         leaving
@@ -426,7 +454,7 @@ impl WindowState {
             .map(|run| {
                 let times: ArrayRef = std::sync::Arc::new(run.times.clone());
                 std::iter::once(times)
-                    .chain(run.args.iter().flatten().cloned())
+                    .chain(run.args.iter().cloned())
                     .collect()
             })
             .collect();
@@ -541,13 +569,10 @@ impl WindowState {
             .next()
             .and_then(|t| t.as_any().downcast_ref::<Int64Array>().cloned())
             .ok_or(SnapshotError::Malformed)?;
-        let mut args = Vec::with_capacity(plan.calls.len());
-        for call in &plan.calls {
-            let values: Vec<ArrayRef> = columns.by_ref().take(call.args.len()).collect();
-            if values.len() != call.args.len() {
-                return Err(SnapshotError::Malformed);
-            }
-            args.push(values);
+        let arguments: usize = plan.calls.iter().map(|call| call.args.len()).sum();
+        let args: Vec<ArrayRef> = columns.collect();
+        if args.len() != arguments {
+            return Err(SnapshotError::Malformed);
         }
         self.admit(times, args, rows, Vec::new())
             .map_err(|(error, _)| SnapshotError::Arrow(error))?;
@@ -564,7 +589,7 @@ fn column_types(plan: &WindowPlan) -> impl Iterator<Item = &DataType> {
 /// A run's columns in snapshot order: the row times, then each call's arguments.
 fn run_columns(run: &Retained) -> impl Iterator<Item = &dyn Array> {
     let times: &dyn Array = &run.times;
-    std::iter::once(times).chain(run.args.iter().flatten().map(|a| a.as_ref()))
+    std::iter::once(times).chain(run.args.iter().map(|a| a.as_ref()))
 }
 
 /// Whether `run` can be written as plain values ([`RowsEncoding::Values`]): every column a
@@ -637,7 +662,7 @@ mod tests {
     fn a_branch_is_charged_its_rows_of_a_shared_buffer_not_the_buffer() {
         // A fan-out route hands each branch a slice of one batch put in branch order.
         let shared: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10_000));
-        let two_rows = vec![vec![shared.slice(4_000, 2)]];
+        let two_rows = vec![shared.slice(4_000, 2)];
         assert_eq!(args_bytes(&two_rows), 16);
     }
 
@@ -844,12 +869,12 @@ mod tests {
         };
         let big = "x".repeat(1_000);
         let values: ArrayRef = Arc::new(StringArray::from(vec!["a", "b", big.as_str()]));
-        let args = vec![vec![values.clone()]];
+        let args = vec![values.clone()];
         let mut state = WindowState::default();
         state
             .admit(Int64Array::from(vec![0, 1, 7]), args, 3, Vec::new())
             .unwrap();
-        let kept = args_bytes(&[vec![values.slice(2, 1)]]);
+        let kept = args_bytes(&[values.slice(2, 1)]);
         state.step(&plan);
         assert_eq!(state.retained_rows(), 1);
         assert_eq!(state.bytes(), kept);

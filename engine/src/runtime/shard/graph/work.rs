@@ -473,12 +473,8 @@ impl Graph {
             nacked,
         );
         kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
-        let mut values = values.into_iter();
-        let args: Vec<Vec<ArrayRef>> = window
-            .calls
-            .iter()
-            .map(|call| values.by_ref().take(call.args.len()).collect())
-            .collect();
+        // Every call's arguments in call order: the window keeps them as one list.
+        let args = values;
         let WorkState::Window {
             watermark_ns,
             due: due_index,
@@ -542,7 +538,7 @@ impl Graph {
         }
         // An emission pass drops the windows it empties; one left empty here (no row
         // admitted) is dropped below.
-        let holds_rows = state.retained_rows() > 0;
+        let holds_rows = !state.is_empty();
         let before = *node_watermark;
         *node_watermark = match (before, state.watermark_ns()) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -575,10 +571,7 @@ impl Graph {
     /// batch refused, or an empty batch): only windows with rows are kept.
     fn forget_empty_window(&mut self, index: usize, key: &BranchKey) {
         if let WorkState::Window { windows, .. } = &mut self.work[index] {
-            if windows
-                .get(key)
-                .is_some_and(|state| state.retained_rows() == 0)
-            {
+            if windows.get(key).is_some_and(WindowState::is_empty) {
                 let stored = windows.remove(key).is_some_and(|state| state.is_stored());
                 if stored {
                     self.forgotten.push((index, key.clone()));
@@ -671,7 +664,7 @@ impl Graph {
                     break;
                 }
             }
-            if state.retained_rows() == 0 {
+            if state.is_empty() {
                 // A window that leaves before its first snapshot has nothing stored.
                 if entry.remove().is_stored() {
                     forgotten.push((index, key));
