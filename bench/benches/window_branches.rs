@@ -51,7 +51,6 @@ impl Scope for Input {
 fn plan(width_steps: usize) -> WindowPlan {
     let context = ExprContext {
         aggregates: true,
-        aggregate_arguments_read_input: false,
         ..ExprContext::default()
     };
     let count = check(

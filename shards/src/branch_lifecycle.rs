@@ -467,14 +467,11 @@ where
     /// Live branches from least to most recently used, each with its state and last-input
     /// instant in nanoseconds.
     pub fn iter_lru(&self) -> impl Iterator<Item = (&K, &V, u64)> + '_ {
-        self.touches
-            .iter()
-            .filter(|touch| is_live(&self.nodes, **touch))
-            .filter_map(|touch| {
-                let node = &self.nodes[touch.at as usize];
-                let (k, v) = node.entry.as_ref()?;
-                Some((k, v, node.last_input_ns))
-            })
+        self.touches.iter().filter_map(|touch| {
+            let node = &self.nodes[touch.at as usize];
+            let (k, v) = node.entry.as_ref().filter(|_| node.seq == touch.seq)?;
+            Some((k, v, node.last_input_ns))
+        })
     }
 
     /// Makes live node `at` the most recently used, stamped `stamp_ns`.

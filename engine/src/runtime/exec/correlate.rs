@@ -11,10 +11,11 @@
 //!   CORRELATE WHERE into a pair of key programs (one per side). A row's key values are
 //!   evaluated once, when it arrives, and hashed; a new row's candidates are the pending rows
 //!   with its hash, which the other side lists per hash ([`PendingRows::keyed`]), so finding
-//!   them costs the candidates, not the rows pending. Whenever the condition holds, every conjunct holds, so the keys are equal
-//!   and the hashes too: no true pair is skipped. A hash collision only adds a candidate, and
-//!   CORRELATE WHERE still decides every candidate. A null key value never satisfies `=`, so
-//!   such a row has no candidates. Without keys, every pending row is a candidate.
+//!   them costs the candidates, not the rows pending. Whenever the condition holds, every
+//!   conjunct holds, so the keys are equal and the hashes too: no true pair is skipped. A
+//!   hash collision only adds a candidate, and CORRELATE WHERE still decides every candidate.
+//!   A null key value never satisfies `=`, so such a row has no candidates. Without keys,
+//!   every pending row is a candidate.
 //! - **CORRELATE WHERE runs on whole candidate batches**: the (new row, pending row)
 //!   candidates are gathered in chunks of at most [`MAX_PAIR_CANDIDATES`] pairs and the VM
 //!   evaluates each chunk once. Cost is the number of candidates, not new × pending rows.

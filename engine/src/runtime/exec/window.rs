@@ -39,18 +39,9 @@ use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
 
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
-///
-/// A window is read once per emission and step, long after its rows came (a branch per
-/// Nexmark q5 auction and hop keeps tens of thousands open), so what those reads need sits in
-/// the run itself: the first and last row times (most cuts are decided by them, without
-/// reading the times' buffer) and the arguments in one flat list (no list per call to follow,
-/// and none to allocate on admission).
 struct Retained {
     /// Per row, its time (ns), ascending.
     times: Int64Array,
-    /// The first and last row's time.
-    first_ns: i64,
-    last_ns: i64,
     /// Every call's value-argument arrays in call order (call `i`'s are its `args.len()`
     /// after those of the calls before it), each `rows` long.
     args: Vec<ArrayRef>,
@@ -65,14 +56,15 @@ impl Retained {
     /// timed at `i64::MAX` would otherwise never leave its window, and the window would emit
     /// again and again without moving.
     fn rows_before(&self, instant: i64) -> usize {
-        // Most runs lie wholly before the cut (every run of a tumbling window): no search.
-        if instant == i64::MAX || self.last_ns < instant {
+        if instant == i64::MAX {
             return self.rows;
         }
-        if self.first_ns >= instant {
-            return 0;
+        let times = self.times.values();
+        // Most runs lie wholly before the cut (every run of a tumbling window): no search.
+        if times.last().is_some_and(|last| *last < instant) {
+            return times.len();
         }
-        self.times.values().partition_point(|t| *t < instant)
+        times.partition_point(|t| *t < instant)
     }
 }
 
@@ -281,8 +273,6 @@ impl WindowState {
         self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
         self.runs.push_back(Retained {
             times,
-            first_ns: first,
-            last_ns: last,
             args,
             rows,
             bytes,
@@ -340,7 +330,6 @@ impl WindowState {
             run.acks = rest;
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
-            run.first_ns = run.times.value(0);
             for array in &mut run.args {
                 *array = array.slice(gone, kept);
             }
@@ -357,7 +346,7 @@ impl WindowState {
             self.watermark_ns = None;
             None
         } else {
-            let earliest = self.runs.iter().map(|run| run.first_ns).min();
+            let earliest = self.runs.iter().map(|run| run.times.value(0)).min();
             Some(next_start(plan, cutoff, earliest.unwrap_or(cutoff)))
         };
         leaving
