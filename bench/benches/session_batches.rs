@@ -12,7 +12,7 @@ use nervix_bench::gen;
 
 // The allocator the nervix binaries use, so allocation costs are theirs.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: nervix::allocator::DataPlaneAllocator = nervix::allocator::DataPlaneAllocator;
 
 /// Batch sizes measured: the half-load runs' 1,024 rows and the in-process runs' 8,192.
 const BATCH_ROWS: [usize; 2] = [1_024, 8_192];

@@ -18,7 +18,7 @@ use nervix_bench::scenario::{self, RunSettings, Transport};
 
 /// The node's allocator (DESIGN §13), so the scenarios measure what `nervix` runs.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: nervix::allocator::DataPlaneAllocator = nervix::allocator::DataPlaneAllocator;
 
 #[derive(Parser)]
 #[command(

@@ -7,7 +7,7 @@ mod cli;
 
 /// mimalloc is the global allocator (DESIGN §13): per-thread heaps suit thread-per-core shards.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: nervix::allocator::DataPlaneAllocator = nervix::allocator::DataPlaneAllocator;
 
 use std::process::ExitCode;
 
