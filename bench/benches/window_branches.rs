@@ -19,7 +19,7 @@ use arrow_array::{ArrayRef, Int64Array};
 use arrow_schema::{DataType as ArrowType, Field, Schema};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use nervix::nspl::parse_expression;
-use nervix::runtime::aggregate::AggregateCall;
+use nervix::runtime::aggregate::{AggregateCall, Finished};
 use nervix::runtime::exec::window::WindowState;
 use nervix::runtime::plan::{WindowCall, WindowPlan};
 use nervix::types::{check, DataType, ExprContext, FieldType, Scope};
@@ -155,11 +155,9 @@ impl Windows {
                 continue;
             };
             let result = state.finish(&self.plan).expect("finish");
-            let counted = result[0]
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("a count")
-                .value(0);
+            let Finished::Int64(Some(counted)) = result[0] else {
+                panic!("a count: {:?}", result[0]);
+            };
             self.counted += counted;
             state.step(&self.plan);
             if state.is_empty() {

@@ -344,7 +344,8 @@ fn run_case(schema: &Schema, case: &Case) -> Result<(), String> {
             return Err("no reserved bytes".into());
         }
         let got = match accumulator.finish() {
-            Ok(array) => {
+            Ok(value) => {
+                let array = value.into_array();
                 if array.len() != 1 || array.data_type() != call.result_type() {
                     return Err(format!(
                         "{grouping}: result {array:?} is not one row of the type"
@@ -523,7 +524,7 @@ fn mismatched_arguments_fold_nothing_and_fail_until_cleared() {
         .contains("rows 1..3 of argument 0, which has 2 rows"));
     accumulator.clear();
     accumulator.fold(&[right], &[0, 1], 0..2);
-    let sum = accumulator.finish().expect("a sum");
+    let sum = accumulator.finish().expect("a sum").into_array();
     assert_eq!(render(sum.as_ref(), 0), Json::from(3));
 }
 

@@ -17,7 +17,8 @@
 //!   sums and moments are compensated or centered per run and merged ([`moments`]); pickers copy
 //!   one row of the argument's own type ([`pick`]); the sketches have fixed, documented bounds
 //!   ([`histogram`], [`hll`], [`quantile`], [`topk`]). `finish` builds a one-row array of exactly
-//!   [`AggregateCall::result_type`], null where the table says "null when".
+//!   [`AggregateCall::result_type`] ([`Finished`]: the scalar results unboxed), null where the
+//!   table says "null when".
 //! * **No per-row dispatch or allocation.** `fold` matches the state once and the readers
 //!   ([`read`]) dispatch on the Arrow type once per call (or per stack chunk), then loop over
 //!   typed values and validity bits. Allocation happens once per run at most (a picked row's
@@ -29,6 +30,7 @@
 //!   of the prepared types, covering the range; if not it folds nothing and `finish` reports
 //!   [`AggregateError::Arguments`] until `clear`.
 
+mod finished;
 mod histogram;
 mod hll;
 mod moments;
@@ -38,15 +40,15 @@ mod read;
 mod topk;
 
 use std::ops::Range;
-use std::sync::Arc;
 
-use arrow_array::{new_null_array, Array, ArrayRef, BooleanArray, Float64Array, Int64Array};
+use arrow_array::{new_null_array, Array, ArrayRef, BooleanArray};
 use arrow_schema::DataType as Arrow;
 
 use crate::types::aggregates::{MAX_HISTOGRAM_BUCKETS, MAX_TOP_K};
 use crate::types::{Aggregate, TypedExpr, TypedKind, Value};
 use crate::vm::arrow_type;
 
+pub use finished::{column, Finished};
 pub use histogram::HistogramParams;
 pub use hll::{HLL_PRECISION, HLL_REGISTERS};
 pub use quantile::{
@@ -457,33 +459,39 @@ impl<'c> Accumulator<'c> {
 
     /// The result as a one-row array of `call.result_type()`; an integer SUM overflow is an
     /// error (it fails that output row), everything else per the table's null rules.
-    pub fn finish(&self) -> Result<ArrayRef, AggregateError> {
+    pub fn finish(&self) -> Result<Finished, AggregateError> {
         if let Some(fault) = &self.fault {
             return Err(fault.clone());
         }
         let ty = &self.call.result_type;
-        let array: Option<ArrayRef> = match &self.state {
-            State::Count(count) | State::CountIf(count) => Some(int64(i64::try_from(*count).ok())),
-            State::BoolAnd { seen, any_false } => Some(boolean(seen.then_some(!any_false))),
-            State::BoolOr { seen, any_true } => Some(boolean(seen.then_some(*any_true))),
+        let count = |count: u64| Finished::Int64(i64::try_from(count).ok());
+        let value = match &self.state {
+            State::Count(n) | State::CountIf(n) => count(*n),
+            State::BoolAnd { seen, any_false } => Finished::Boolean(seen.then_some(!any_false)),
+            State::BoolOr { seen, any_true } => Finished::Boolean(seen.then_some(*any_true)),
             State::IntegerSum(sum) => {
                 if sum.count == 0 {
-                    Some(int64(None))
+                    Finished::Int64(None)
                 } else {
                     let value = i64::try_from(sum.sum)
                         .map_err(|_| AggregateError::SumOverflow { sum: sum.sum })?;
-                    Some(int64(Some(value)))
+                    Finished::Int64(Some(value))
                 }
             }
-            State::FloatSum(sum) => Some(float64((sum.count > 0).then(|| sum.value()))),
-            State::IntegerAvg(sum) => Some(float64(
-                (sum.count > 0).then(|| sum.sum as f64 / sum.count as f64),
-            )),
-            State::FloatAvg(sum) => Some(float64(
-                (sum.count > 0).then(|| sum.value() / sum.count as f64),
-            )),
-            State::Pick(pick) => pick.value().cloned(),
-            State::Moments(kind, moments) => Some(float64(match kind {
+            State::FloatSum(sum) => Finished::Float64((sum.count > 0).then(|| sum.value())),
+            State::IntegerAvg(sum) => {
+                Finished::Float64((sum.count > 0).then(|| sum.sum as f64 / sum.count as f64))
+            }
+            State::FloatAvg(sum) => {
+                Finished::Float64((sum.count > 0).then(|| sum.value() / sum.count as f64))
+            }
+            // A state with no value (an empty picker) is the typed null of the result.
+            State::Pick(pick) => Finished::Array(
+                pick.value()
+                    .cloned()
+                    .unwrap_or_else(|| new_null_array(ty, 1)),
+            ),
+            State::Moments(kind, moments) => Finished::Float64(match kind {
                 MomentKind::VarPop => moments.variance(0),
                 MomentKind::VarSamp => moments.variance(1),
                 MomentKind::StddevPop => moments.variance(0).map(f64::sqrt),
@@ -491,21 +499,22 @@ impl<'c> Accumulator<'c> {
                 MomentKind::CovarPop => moments.covariance(0),
                 MomentKind::CovarSamp => moments.covariance(1),
                 MomentKind::Corr => moments.correlation(),
-            })),
-            State::Histogram(histogram) => Some(float64(histogram.percentile())),
-            State::Distinct(sketch) => Some(int64(Some(sketch.estimate().round() as i64))),
-            State::Quantile(sketch) => Some(float64(sketch.quantile())),
-            State::TopK(k, top) => top.finish(*k, ty),
+            }),
+            State::Histogram(histogram) => Finished::Float64(histogram.percentile()),
+            State::Distinct(sketch) => Finished::Int64(Some(sketch.estimate().round() as i64)),
+            State::Quantile(sketch) => Finished::Float64(sketch.quantile()),
+            State::TopK(k, top) => {
+                Finished::Array(top.finish(*k, ty).unwrap_or_else(|| new_null_array(ty, 1)))
+            }
         };
-        // A state with no value (an empty picker) is the typed null of the result.
-        let array = array.unwrap_or_else(|| new_null_array(ty, 1));
-        if array.data_type() != ty {
+        let found = value.data_type();
+        if &found != ty {
             return Err(AggregateError::ArgumentType {
                 aggregate: self.call.aggregate.name(),
-                found: format!("a result of {}, declared {ty}", array.data_type()),
+                found: format!("a result of {found}, declared {ty}"),
             });
         }
-        Ok(array)
+        Ok(value)
     }
 
     /// Bytes this state holds or has reserved (sketches: their full reserved capacity).
@@ -558,21 +567,4 @@ fn bool_rows(values: &dyn Array, range: Range<usize>, mut f: impl FnMut(bool)) {
             f(values.value(row));
         }
     }
-}
-
-// A window emits one of these per record: built straight from the value (one buffer, no
-// builder and no validity bitmap when it is set), not through a builder over a `Vec<Option<_>>`.
-fn int64(value: Option<i64>) -> ArrayRef {
-    Arc::new(value.map_or_else(|| Int64Array::new_null(1), |v| Int64Array::from_value(v, 1)))
-}
-
-fn float64(value: Option<f64>) -> ArrayRef {
-    Arc::new(value.map_or_else(
-        || Float64Array::new_null(1),
-        |v| Float64Array::from_value(v, 1),
-    ))
-}
-
-fn boolean(value: Option<bool>) -> ArrayRef {
-    Arc::new(BooleanArray::from(vec![value]))
 }

@@ -34,7 +34,7 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::state_codec::put_u32;
-use crate::runtime::aggregate::{Accumulator, AggregateError};
+use crate::runtime::aggregate::{Accumulator, AggregateError, Finished};
 use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
 use crate::runtime::plan::WindowPlan;
 
@@ -282,7 +282,7 @@ impl WindowState {
     }
 
     /// The open window's result: one one-row array per call, or the first call that failed.
-    pub fn finish(&self, plan: &WindowPlan) -> Result<Vec<ArrayRef>, AggregateError> {
+    pub fn finish(&self, plan: &WindowPlan) -> Result<Vec<Finished>, AggregateError> {
         let end = self.due_ns(plan).unwrap_or(i64::MIN);
         plan.calls
             .iter()

@@ -891,16 +891,15 @@ impl Graph {
             }
             return Ok(());
         }
-        let acks = frame.acks.clone();
+        // Each further consumer takes its own share of the rows' units once the frame is in.
+        let shared_acks = (consumers > 1).then(|| frame.acks.clone());
         let tapped = (!self.relays[relay].taps.is_empty()).then(|| frame.clone());
         let materialized = self.plan.relays[relay].materialized.then(|| frame.clone());
         match self.relays[relay].buffer.try_push(producer, frame) {
             Ok(()) => {
                 self.relays[relay].published_rows += rows;
-                if consumers > 1 {
-                    for run in &acks {
-                        cx.transfer(run.root, run.rows as u64, run.rows as u64 * consumers);
-                    }
+                for run in shared_acks.iter().flatten() {
+                    cx.transfer(run.root, run.rows as u64, run.rows as u64 * consumers);
                 }
                 if let Some(frame) = tapped {
                     self.feed_taps(relay, &frame, at);

@@ -50,10 +50,12 @@ const HASHED: u8 = b'h';
 /// The store entry of processor state `state` (empty: delete the entry) of branch `branch`,
 /// under `prefix` (module docs of `state_store` and [`HASHED`]).
 fn stored_entry(prefix: &str, branch: &BranchKey, state: Vec<u8>) -> ProcessorEntry {
-    let mut key = prefix.as_bytes().to_vec();
     let BranchKey::Key(bytes) = branch else {
-        return (key, state);
+        return (prefix.as_bytes().to_vec(), state);
     };
+    // Room for the marker and the key or its digest, so the key is allocated once.
+    let mut key = Vec::with_capacity(prefix.len() + 1 + bytes.len().min(MAX_STORED_KEY_BYTES));
+    key.extend_from_slice(prefix.as_bytes());
     if key.len() + 1 + bytes.len() <= MAX_STORED_KEY_BYTES {
         key.push(KEYED);
         key.extend_from_slice(bytes);

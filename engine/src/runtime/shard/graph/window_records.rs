@@ -26,10 +26,11 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, UInt32Array};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt32Array};
 use nervix_shards::branch_key::BranchKey;
 
 use super::{Graph, Instant, NodeRef};
+use crate::runtime::aggregate::{column, Finished};
 use crate::runtime::exec::route::{run_route, RouteGroup, RouteOutput};
 use crate::runtime::frame::{AckRun, Frame};
 use crate::runtime::plan::{BranchOut, ErrorPlan, ProcessorPlan, WindowPlan};
@@ -40,7 +41,7 @@ use crate::runtime::shard::mesh::Ctx;
 pub(super) struct WindowRecord {
     pub key: BranchKey,
     pub time_ns: i64,
-    pub result: Result<Vec<ArrayRef>, String>,
+    pub result: Result<Vec<Finished>, String>,
     pub leaving: Vec<AckRun>,
 }
 
@@ -128,7 +129,9 @@ impl Graph {
             // finds which one fails.
         }
         let built = keys.into_iter().zip(times).zip(results).zip(leaving);
-        for (((key, time_ns), mut columns), leaving) in built {
+        for (((key, time_ns), results), leaving) in built {
+            let mut columns: Vec<ArrayRef> =
+                results.into_iter().map(Finished::into_array).collect();
             let record = self
                 .branch_columns(branch, &window.branch_fields, &key)
                 .and_then(|fields| {
@@ -174,18 +177,17 @@ impl Graph {
         window: &WindowPlan,
         branch: Option<usize>,
         keys: &[BranchKey],
-        results: &[Vec<ArrayRef>],
+        results: &[Vec<Finished>],
     ) -> Result<RecordBatch, String> {
         let calls = results.first().map_or(0, Vec::len);
         let mut columns = Vec::with_capacity(window.results.fields().len());
-        let mut parts: Vec<&dyn Array> = Vec::with_capacity(results.len());
+        let mut values: Vec<&Finished> = Vec::with_capacity(results.len());
         for call in 0..calls {
-            parts.clear();
+            values.clear();
             for result in results {
-                let column = result.get(call).ok_or("a record lacks a result column")?;
-                parts.push(column.as_ref());
+                values.push(result.get(call).ok_or("a record lacks a result column")?);
             }
-            columns.push(arrow_select::concat::concat(&parts).map_err(|e| e.to_string())?);
+            columns.push(column(&values).map_err(|e| e.to_string())?);
         }
         if let (Some(branch), false) = (branch, window.branch_fields.is_empty()) {
             let mut key_bytes = Vec::with_capacity(keys.len());
