@@ -60,6 +60,14 @@ pub enum FlushPolicy {
 }
 
 impl FlushPolicy {
+    /// Whether the policy reads the size of what is buffered: only `FLUSH EACH` has a byte
+    /// bound. Under `FLUSH IMMEDIATE` a caller may append chunks of zero bytes (their rows
+    /// only), and recounts with [`RouteFlusher::recount_bytes`] when a change of policy
+    /// begins to read them.
+    pub const fn counts_bytes(&self) -> bool {
+        matches!(self, FlushPolicy::Each { .. })
+    }
+
     /// Every append leaves as it arrives (a zero interval and a zero byte bound): the policy of
     /// routes that take no `FLUSH` clause, whose node decides when a record exists.
     pub const AT_ONCE: FlushPolicy = FlushPolicy::Each {
@@ -246,6 +254,13 @@ impl RouteFlusher {
     #[must_use]
     pub const fn next_deadline(&self) -> Option<Deadline> {
         self.deadline
+    }
+
+    /// Replaces the buffered byte count with `bytes`, the size of what is buffered counted
+    /// now: for a caller that did not count bytes under a policy that does not read them
+    /// ([`FlushPolicy::counts_bytes`]), before it adopts one that does.
+    pub fn recount_bytes(&mut self, bytes: u64) {
+        self.buffered.bytes = bytes;
     }
 
     /// Adds `chunk` to the buffer at `now`. A chunk without rows has nothing to deliver and is

@@ -12,6 +12,11 @@
 //! route whose policy flushes every append (`FlushPolicy::AT_ONCE`: routes without FLUSH, such
 //! as a window's) opens no buffer at all: each append leaves as its own frame.
 //!
+//! Sizes: an append is sized (its logical Arrow bytes, as `MAX BATCH SIZE` counts them) only
+//! under a policy with a byte bound, `FLUSH EACH`; under `FLUSH IMMEDIATE` nothing reads the
+//! size, and sizing reads every column of every group. An ALTER to `FLUSH EACH` sizes what the
+//! buffers hold before the new bound is checked.
+//!
 //! Which buffers are due: a min-heap of (deadline, branch) entries ordered by deadline,
 //! pushed whenever a buffer arms a deadline, so a tick visits only the buffers whose deadline
 //! came rather than every buffered branch (a route of 100,000 branches would otherwise be
@@ -160,7 +165,13 @@ impl RouteBuffers {
             });
             return None;
         }
-        let chunk = Chunk::new(logical_bytes(&batch), batch.num_rows() as u64);
+        // Sizing a batch reads every column; FLUSH IMMEDIATE has no byte bound to check.
+        let bytes = if self.policy.counts_bytes() {
+            logical_bytes(&batch)
+        } else {
+            0
+        };
+        let chunk = Chunk::new(bytes, batch.num_rows() as u64);
         let policy = self.policy;
         let opened = *openings;
         let buffer = self.buffers.entry(key.clone()).or_insert_with(|| Buffer {
@@ -304,9 +315,19 @@ impl RouteBuffers {
         if policy == self.policy {
             return;
         }
+        // Rows appended under a policy that reads no size were not sized (`append`).
+        let recount = policy.counts_bytes() && !self.policy.counts_bytes();
         self.policy = policy;
         let (schema, frames) = (&self.schema, self.frames);
         self.buffers.retain(|key, buffer| {
+            if recount {
+                let bytes = buffer
+                    .parts
+                    .iter()
+                    .map(|part| logical_bytes(&part.batch))
+                    .sum();
+                buffer.flusher.recount_bytes(bytes);
+            }
             if buffer.flusher.set_policy(policy, now).is_flush() {
                 let opened = buffer.opened;
                 take(schema, frames, key, buffer, |frame| {
@@ -498,6 +519,33 @@ mod due_index_tests {
         assert_eq!(route.buffered_branches(), 0, "no buffer was opened for it");
         let immediate = RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::OnePerFlush);
         assert!(!immediate.publishes_at_once());
+    }
+
+    #[test]
+    fn rows_buffered_under_flush_immediate_are_sized_when_a_byte_bound_is_adopted() {
+        // Three 8-byte rows, appended unsized under FLUSH IMMEDIATE: 24 bytes.
+        let buffered = || {
+            let mut route =
+                RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::OnePerFlush);
+            for _ in 0..3 {
+                assert!(append(&mut route, 7, at(0)).is_empty());
+            }
+            route
+        };
+        let bound = |max_batch_bytes| FlushPolicy::Each {
+            interval_ns: u64::MAX,
+            max_batch_bytes,
+        };
+        let mut out = Vec::new();
+        buffered().set_policy(bound(30), at(1), &mut out);
+        assert!(out.is_empty(), "24 bytes stay under a 30-byte bound");
+        buffered().set_policy(bound(20), at(1), &mut out);
+        assert_eq!(
+            out.len(),
+            1,
+            "24 bytes pass a 20-byte bound: the buffer flushes"
+        );
+        assert_eq!(out[0].1.num_rows(), 3);
     }
 
     #[test]
