@@ -60,6 +60,18 @@ struct Part {
     runs: Vec<AckRun>,
     /// A frame has times only when every part it joins had them.
     times: Option<ArrayRef>,
+    /// The part's earliest row time (None when untimed or empty), taken on append while
+    /// the times are in cache: the flush orders frames by it (`Flushed::earliest_ns`).
+    earliest_ns: Option<i64>,
+}
+
+/// A frame a tick, policy change or forced flush released from a buffer.
+pub struct Flushed {
+    /// When its buffer was opened (the graph's opening counter then).
+    pub opened: u64,
+    /// Its earliest row time; None when it carries no event time (or no rows).
+    pub earliest_ns: Option<i64>,
+    pub frame: Frame,
 }
 
 struct Buffer {
@@ -185,13 +197,19 @@ impl RouteBuffers {
         let armed_before = buffer.flusher.next_deadline();
         let actions = buffer.flusher.append(chunk, now);
         if actions.before.is_flush() {
-            take(&self.schema, self.frames, &key, buffer, |frame| {
+            take(&self.schema, self.frames, &key, buffer, |frame, _| {
                 out.push(frame)
             });
         }
-        buffer.parts.push(Part { batch, runs, times });
+        let earliest_ns = earliest_time_ns(times.as_ref());
+        buffer.parts.push(Part {
+            batch,
+            runs,
+            times,
+            earliest_ns,
+        });
         if actions.after.is_flush() {
-            take(&self.schema, self.frames, &key, buffer, |frame| {
+            take(&self.schema, self.frames, &key, buffer, |frame, _| {
                 out.push(frame)
             });
         }
@@ -250,7 +268,7 @@ impl RouteBuffers {
     /// time) does not overtake rows of the same input on another route or branch and move a
     /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
     /// [`RouteBuffers::next_deadline`] (in the same pass).
-    pub fn tick(&mut self, now: Now, out: &mut Vec<(u64, Frame)>) -> (Option<i64>, Option<u64>) {
+    pub fn tick(&mut self, now: Now, out: &mut Vec<Flushed>) -> (Option<i64>, Option<u64>) {
         // Past this many due entries in one tick, one pass over every buffer is cheaper than
         // popping the rest one by one (module docs).
         let scan_after = (self.buffers.len() / SCAN_FRACTION).max(SCAN_MIN_DUE);
@@ -278,9 +296,19 @@ impl RouteBuffers {
             let flushed = buffer.flusher.tick(now).is_flush();
             debug_assert!(flushed, "a live entry whose deadline came must flush");
             let opened = buffer.opened;
-            take(&self.schema, self.frames, &due.key, buffer, |frame| {
-                out.push((opened, frame))
-            });
+            take(
+                &self.schema,
+                self.frames,
+                &due.key,
+                buffer,
+                |frame, earliest_ns| {
+                    out.push(Flushed {
+                        opened,
+                        earliest_ns,
+                        frame,
+                    })
+                },
+            );
             self.buffers.remove(&due.key);
         }
         self.drop_stale_due();
@@ -290,17 +318,17 @@ impl RouteBuffers {
     /// [`RouteBuffers::tick`] by one pass over every buffer, then a fresh due index: for a
     /// tick that finds a large share of the buffers due (buffers opened by one input batch
     /// share a deadline).
-    fn tick_by_scan(
-        &mut self,
-        now: Now,
-        out: &mut Vec<(u64, Frame)>,
-    ) -> (Option<i64>, Option<u64>) {
+    fn tick_by_scan(&mut self, now: Now, out: &mut Vec<Flushed>) -> (Option<i64>, Option<u64>) {
         let (schema, frames) = (&self.schema, self.frames);
         self.buffers.retain(|key, buffer| {
             if let Action::Flush { .. } = buffer.flusher.tick(now) {
                 let opened = buffer.opened;
-                take(schema, frames, key, buffer, |frame| {
-                    out.push((opened, frame))
+                take(schema, frames, key, buffer, |frame, earliest_ns| {
+                    out.push(Flushed {
+                        opened,
+                        earliest_ns,
+                        frame,
+                    })
                 });
             }
             !buffer.parts.is_empty()
@@ -311,7 +339,7 @@ impl RouteBuffers {
 
     /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated
     /// against it at `now` ([`RouteFlusher::set_policy`]); those it finds due or full flush.
-    pub fn set_policy(&mut self, policy: FlushPolicy, now: Now, out: &mut Vec<(u64, Frame)>) {
+    pub fn set_policy(&mut self, policy: FlushPolicy, now: Now, out: &mut Vec<Flushed>) {
         if policy == self.policy {
             return;
         }
@@ -330,8 +358,12 @@ impl RouteBuffers {
             }
             if buffer.flusher.set_policy(policy, now).is_flush() {
                 let opened = buffer.opened;
-                take(schema, frames, key, buffer, |frame| {
-                    out.push((opened, frame))
+                take(schema, frames, key, buffer, |frame, earliest_ns| {
+                    out.push(Flushed {
+                        opened,
+                        earliest_ns,
+                        frame,
+                    })
                 });
             }
             !buffer.parts.is_empty()
@@ -342,13 +374,17 @@ impl RouteBuffers {
 
     /// Flushes everything (model alteration, stop, shutdown), or one branch's buffer (its
     /// eviction).
-    pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<(u64, Frame)>) {
+    pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<Flushed>) {
         let (schema, frames) = (&self.schema, self.frames);
         let mut flush = |key: &BranchKey, mut buffer: Buffer| {
             buffer.flusher.force_flush();
             let opened = buffer.opened;
-            take(schema, frames, key, &mut buffer, |frame| {
-                out.push((opened, frame))
+            take(schema, frames, key, &mut buffer, |frame, earliest_ns| {
+                out.push(Flushed {
+                    opened,
+                    earliest_ns,
+                    frame,
+                })
             });
         };
         match only {
@@ -394,7 +430,7 @@ fn take(
     frames: Frames,
     key: &BranchKey,
     buffer: &mut Buffer,
-    mut out: impl FnMut(Frame),
+    mut out: impl FnMut(Frame, Option<i64>),
 ) {
     let min_rows = match frames {
         Frames::OnePerFlush => usize::MAX,
@@ -408,24 +444,32 @@ fn take(
         joined_rows += part.batch.num_rows();
         joined.push(part);
         if joined_rows >= min_rows || index == last {
-            if let Some(frame) = join(schema, key, std::mem::take(&mut joined)) {
-                out(frame);
+            if let Some((frame, earliest_ns)) = join(schema, key, std::mem::take(&mut joined)) {
+                out(frame, earliest_ns);
             }
             joined_rows = 0;
         }
     }
 }
 
-/// One frame of `parts` (at least one, all in the route's schema).
-fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<Frame> {
+/// A row time array's earliest time: None when there is none, or no row.
+fn earliest_time_ns(times: Option<&ArrayRef>) -> Option<i64> {
+    times
+        .and_then(|t| t.as_any().downcast_ref::<arrow_array::Int64Array>())
+        .and_then(|t| t.values().iter().min().copied())
+}
+
+/// One frame of `parts` (at least one, all in the route's schema), with its earliest row time.
+fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<(Frame, Option<i64>)> {
     if parts.len() == 1 {
         let part = parts.pop()?;
-        return Some(Frame {
+        let frame = Frame {
             batch: part.batch,
             key: key.clone(),
             acks: part.runs,
             times: part.times,
-        });
+        };
+        return Some((frame, part.earliest_ns));
     }
     let batches: Vec<&RecordBatch> = parts.iter().map(|p| &p.batch).collect();
     // Every part has the route's schema, so concatenation cannot fail.
@@ -439,12 +483,17 @@ fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<Fra
     for part in &parts {
         append_runs(&mut acks, &part.runs);
     }
-    Some(Frame {
+    // Timed only when every part was; then the least of the parts' earliest times.
+    let earliest_ns = times
+        .as_ref()
+        .and_then(|_| parts.iter().filter_map(|part| part.earliest_ns).min());
+    let frame = Frame {
         batch,
         key: key.clone(),
         acks,
         times,
-    })
+    };
+    Some((frame, earliest_ns))
 }
 
 #[cfg(test)]
@@ -545,7 +594,7 @@ mod due_index_tests {
             1,
             "24 bytes pass a 20-byte bound: the buffer flushes"
         );
-        assert_eq!(out[0].1.num_rows(), 3);
+        assert_eq!(out[0].frame.num_rows(), 3);
     }
 
     #[test]
@@ -559,7 +608,8 @@ mod due_index_tests {
         let now = at(1_000 + 49 * 10);
         let mut out = Vec::new();
         let left = route.tick(now, &mut out);
-        let mut flushed: Vec<BranchKey> = out.into_iter().map(|(_, frame)| frame.key).collect();
+        let mut flushed: Vec<BranchKey> =
+            out.into_iter().map(|flushed| flushed.frame.key).collect();
         flushed.sort();
         let due: Vec<BranchKey> = (0..100u8)
             .filter(|b| i64::from(*b) * 10 + 1_000 <= now.logical_ns)
@@ -593,7 +643,8 @@ mod due_index_tests {
         let now = at(1_000 + 599);
         let mut out = Vec::new();
         let left = route.tick(now, &mut out);
-        let mut flushed: Vec<BranchKey> = out.into_iter().map(|(_, frame)| frame.key).collect();
+        let mut flushed: Vec<BranchKey> =
+            out.into_iter().map(|flushed| flushed.frame.key).collect();
         flushed.sort();
         let due: Vec<BranchKey> = (0..1_000u16)
             .filter(|b| opened(*b) + 1_000 <= now.logical_ns)
@@ -642,12 +693,12 @@ mod due_index_tests {
         let mut out = Vec::new();
         route.force_flush(Some(&key(0)), &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].1.key, key(0));
+        assert_eq!(out[0].frame.key, key(0));
         assert_eq!(route.next_deadline(), (Some(1_100), None));
         out.clear();
         route.tick(at(1_100), &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].1.key, key(1));
+        assert_eq!(out[0].frame.key, key(1));
         route.force_flush(None, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(route.next_deadline(), (None, None));

@@ -25,6 +25,7 @@ use nervix_shards::flush::Deadline;
 use super::{min_opt, Ctx, Graph, Instant, NodeRef};
 use crate::runtime::frame::Frame;
 use crate::runtime::plan::RelayId;
+use crate::runtime::shard::buffers::Flushed;
 
 /// Which route buffers flush.
 #[derive(Clone, Copy)]
@@ -77,7 +78,7 @@ impl Graph {
     pub(super) fn flush_routes(&mut self, which: RouteFlush<'_>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
-        let mut out: Vec<(u64, NodeRef, RelayId, Frame)> = Vec::new();
+        let mut out: Vec<(Flushed, NodeRef, RelayId)> = Vec::new();
         let (mut due_logical, mut due_physical) = (None, None);
         for node in nodes {
             let routes = match node {
@@ -104,11 +105,7 @@ impl Graph {
                 };
                 due_logical = min_opt(due_logical, logical);
                 due_physical = min_opt(due_physical, physical);
-                out.extend(
-                    frames
-                        .into_iter()
-                        .map(|(opened, f)| (opened, node, target, f)),
-                );
+                out.extend(frames.into_iter().map(|f| (f, node, target)));
             }
         }
         // Earliest event time first, then oldest buffer, across every route: one input batch
@@ -120,14 +117,18 @@ impl Graph {
         // adjacent in `out` (a buffer's flush emits them together, and `opened` names one
         // buffer), so that time is the least over each run of equal `opened`.
         let mut keys: Vec<(Option<i64>, u64)> = Vec::with_capacity(out.len());
-        for buffer in out.chunk_by(|a, b| a.0 == b.0) {
+        for buffer in out.chunk_by(|a, b| a.0.opened == b.0.opened) {
             // `Option`'s order puts `None` first: one untimed frame makes the buffer untimed.
+            // (Each frame's earliest time was taken when its rows were appended.)
             let earliest = buffer
                 .iter()
-                .map(|(_, _, _, frame)| earliest_time_ns(frame))
+                .map(|(flushed, _, _)| flushed.earliest_ns)
                 .min()
                 .flatten();
-            keys.extend(std::iter::repeat_n((earliest, buffer[0].0), buffer.len()));
+            keys.extend(std::iter::repeat_n(
+                (earliest, buffer[0].0.opened),
+                buffer.len(),
+            ));
         }
         // Sorted as (key, position) pairs, then taken in that order: a flush can hold
         // thousands of frames, and moving them whole through the sort cost more than the
@@ -140,7 +141,7 @@ impl Graph {
         let mut from_node: Option<NodeRef> = None;
         let mut publishing: Vec<(RelayId, Frame)> = Vec::new();
         for (_, position) in order {
-            let Some((_, node, relay, frame)) = slots[position].take() else {
+            let Some((Flushed { frame, .. }, node, relay)) = slots[position].take() else {
                 continue;
             };
             if from_node != Some(node) {
@@ -160,15 +161,6 @@ impl Graph {
             self.publish_all(from, publishing, at, cx);
         }
     }
-}
-
-/// A frame's earliest row time (None, which sorts first, when it carries no event time).
-fn earliest_time_ns(frame: &Frame) -> Option<i64> {
-    frame
-        .times
-        .as_ref()
-        .and_then(|t| t.as_any().downcast_ref::<arrow_array::Int64Array>())
-        .and_then(|t| t.values().iter().min().copied())
 }
 
 #[cfg(test)]
