@@ -166,11 +166,11 @@ pub struct InvalidMaxInstances {
     pub max_instances: u32,
 }
 
-/// The answer of [`BranchTable::touch_or_insert`].
+/// The answer of [`BranchTable::touch_or_insert`]. It carries no reference to the branch's state:
+/// finding the state reads the branch's node, which a touch otherwise only writes (see
+/// `retouch`); a caller that needs it asks [`BranchTable::get_mut`].
 #[derive(Debug)]
-pub struct Touched<'a, K, V> {
-    /// The branch's state, now the most recently used.
-    pub state: &'a mut V,
+pub struct Touched<K, V> {
     /// Whether the branch was created by this call (its state came from `make`).
     pub created: bool,
     /// The branch evicted as least recently used to make room, with its state; the caller drops
@@ -318,7 +318,7 @@ where
         key: &Q,
         now_ns: u64,
         make: impl FnOnce() -> V,
-    ) -> Touched<'_, K, V>
+    ) -> Touched<K, V>
     where
         K: Borrow<Q> + for<'q> From<&'q Q>,
         Q: Hash + Eq + ?Sized,
@@ -329,9 +329,7 @@ where
         if let Some(&at) = self.index.get(key) {
             self.retouch(at, stamp_ns);
             self.check_invariants();
-            let state = self.state_mut(at);
             return Touched {
-                state,
                 created: false,
                 evicted: None,
             };
@@ -371,9 +369,7 @@ where
         self.enqueue(at);
         self.compact_if_stale();
         self.check_invariants();
-        let state = self.state_mut(at);
         Touched {
-            state,
             created: true,
             evicted,
         }
@@ -475,25 +471,22 @@ where
     }
 
     /// Makes live node `at` the most recently used, stamped `stamp_ns`.
+    ///
+    /// It only writes the node, never reads it: on a large table the node is a cache miss, and
+    /// a read would hold up the touch until it arrives. Whether an end of the queue is `at`'s
+    /// live entry is known from the entry alone: the back entry is the latest touch of any
+    /// node, so one naming `at` is `at`'s latest (a slot freed and reused since was enqueued
+    /// again by its insert), and the front entry is always live.
     fn retouch(&mut self, at: u32, stamp_ns: u64) {
-        let node = &mut self.nodes[at as usize];
-        node.last_input_ns = stamp_ns;
-        let latest = Touch { seq: node.seq, at };
+        self.nodes[at as usize].last_input_ns = stamp_ns;
         // Already the newest entry: the order stays as it is.
-        if self
-            .touches
-            .back()
-            .is_some_and(|back| back.at == at && back.seq == latest.seq)
-        {
+        if self.touches.back().is_some_and(|back| back.at == at) {
             return;
         }
+        // Its previous entry goes stale now; when it was the front, the front moves on.
+        let was_front = self.touches.front().is_some_and(|front| front.at == at);
         self.enqueue(at);
-        // Its previous entry is stale now; when it was the front, the front moves on.
-        if self
-            .touches
-            .front()
-            .is_some_and(|front| front.at == at && front.seq == latest.seq)
-        {
+        if was_front {
             self.drop_stale_front();
         }
         self.compact_if_stale();
@@ -541,13 +534,6 @@ where
         self.drop_stale_front();
         self.counters.count(reason);
         Some((key, state))
-    }
-
-    fn state_mut(&mut self, at: u32) -> &mut V {
-        match &mut self.nodes[at as usize].entry {
-            Some((_, state)) => state,
-            None => unreachable!("branch node {at} is live"),
-        }
     }
 
     /// Moves node `at` to the free list, returning its branch; its queue entries become stale.

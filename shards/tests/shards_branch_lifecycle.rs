@@ -32,7 +32,7 @@ fn touch(
         created_by: serial,
         inputs: 0,
     });
-    touched.state.inputs += 1;
+    t.get_mut(key).expect("a touched branch is live").inputs += 1;
     (touched.created, touched.evicted)
 }
 

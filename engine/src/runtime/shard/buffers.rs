@@ -65,6 +65,19 @@ struct Part {
     earliest_ns: Option<i64>,
 }
 
+impl Part {
+    /// The part as branch `key`'s frame, with its earliest row time.
+    fn into_frame(self, key: &BranchKey) -> (Frame, Option<i64>) {
+        let frame = Frame {
+            batch: self.batch,
+            key: key.clone(),
+            acks: self.runs,
+            times: self.times,
+        };
+        (frame, self.earliest_ns)
+    }
+}
+
 /// A frame a tick, policy change or forced flush released from a buffer.
 pub struct Flushed {
     /// When its buffer was opened (the graph's opening counter then).
@@ -436,9 +449,17 @@ fn take(
         Frames::OnePerFlush => usize::MAX,
         Frames::JoinSmallParts => OWN_FRAME_MIN_ROWS,
     };
+    let mut parts = std::mem::take(&mut buffer.parts);
+    // One part (a branch that took rows once since its last flush, the common case of a
+    // fan-out over many branches) is the frame as it is.
+    if parts.len() == 1 {
+        if let Some((frame, earliest_ns)) = parts.pop().map(|part| part.into_frame(key)) {
+            out(frame, earliest_ns);
+        }
+        return;
+    }
     let mut joined: Vec<Part> = Vec::new();
     let mut joined_rows = 0usize;
-    let parts = std::mem::take(&mut buffer.parts);
     let last = parts.len().saturating_sub(1);
     for (index, part) in parts.into_iter().enumerate() {
         joined_rows += part.batch.num_rows();
@@ -462,14 +483,7 @@ fn earliest_time_ns(times: Option<&ArrayRef>) -> Option<i64> {
 /// One frame of `parts` (at least one, all in the route's schema), with its earliest row time.
 fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<(Frame, Option<i64>)> {
     if parts.len() == 1 {
-        let part = parts.pop()?;
-        let frame = Frame {
-            batch: part.batch,
-            key: key.clone(),
-            acks: part.runs,
-            times: part.times,
-        };
-        return Some((frame, part.earliest_ns));
+        return parts.pop().map(|part| part.into_frame(key));
     }
     let batches: Vec<&RecordBatch> = parts.iter().map(|p| &p.batch).collect();
     // Every part has the route's schema, so concatenation cannot fail.

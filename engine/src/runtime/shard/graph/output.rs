@@ -45,6 +45,18 @@ impl Graph {
         let grouped_times = output.grouped_rows.as_ref().and_then(|rows| {
             times.and_then(|t| arrow_select::take::take(t.as_ref(), rows, None).ok())
         });
+        // Every group's branch is touched first, in one pass: a touch on a large branch table
+        // writes lines that miss the cache, and the reference counting below (each group's
+        // slices) is a locked instruction that waits for every earlier store. Touched
+        // together, the misses overlap and the first count waits once, not once per group.
+        let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
+        if let Some(branch) = target_branch {
+            for group in &output.groups {
+                if let BranchKey::Key(bytes) = &group.key {
+                    self.touch_branch(branch, bytes, at.now.physical_ns);
+                }
+            }
+        }
         let mut grouped_offset = 0usize;
         for group in output.groups {
             let runs = match frame.acks.as_slice() {
@@ -60,10 +72,6 @@ impl Graph {
                 _ => derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run),
             };
             self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
-            let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
-            if let (Some(branch), BranchKey::Key(bytes)) = (target_branch, &group.key) {
-                self.touch_branch(branch, bytes, at.now.physical_ns);
-            }
             let group_times = match &grouped_times {
                 Some(all) => Some(all.slice(grouped_offset, group.input_rows.len())),
                 None => crate::runtime::frame::take_times(times, &group.input_rows),
