@@ -219,6 +219,8 @@ pub struct BranchTable<K, V> {
     free_head: u32,
     /// Latest instant stamped on any touch; stamps are clamped to it so they never decrease.
     latest_input_ns: u64,
+    /// [`BranchTable::touch_all`]'s lookups, kept between calls so a call allocates nothing.
+    lookups: Vec<u32>,
     counters: EvictionCounters,
 }
 
@@ -261,6 +263,7 @@ where
             next_seq: 0,
             free_head: NO_NODE,
             latest_input_ns: 0,
+            lookups: Vec::new(),
             counters: EvictionCounters::default(),
         })
     }
@@ -373,6 +376,47 @@ where
             created: true,
             evicted,
         }
+    }
+
+    /// [`BranchTable::touch_or_insert`] for each of `keys` in turn, at physical instant
+    /// `now_ns`, appending the branches evicted to make room to `evicted`. The result is that of
+    /// touching them one by one, but every key is looked up before any is touched: on a large
+    /// table each lookup misses the cache, and a touch's stores between two lookups hold the next
+    /// one up, so one by one the misses come in turn; looked up back to back, they overlap. A
+    /// node found stays the key's until its touch because nothing leaves the table in between
+    /// unless an insert reaches the bound, so when the new keys could reach it, the keys are
+    /// touched one by one instead. A new key listed twice is found by its second touch, which
+    /// goes through [`BranchTable::touch_or_insert`] like every key not found.
+    pub fn touch_all<'q, Q>(
+        &mut self,
+        keys: impl Iterator<Item = &'q Q> + Clone,
+        now_ns: u64,
+        mut make: impl FnMut() -> V,
+        evicted: &mut Vec<(K, V)>,
+    ) where
+        K: Borrow<Q> + for<'a> From<&'a Q>,
+        Q: Hash + Eq + ?Sized + 'q,
+    {
+        let mut found = std::mem::take(&mut self.lookups);
+        found.clear();
+        found.extend(
+            keys.clone()
+                .map(|key| self.index.get(key).copied().unwrap_or(NO_NODE)),
+        );
+        let new_keys = found.iter().filter(|at| **at == NO_NODE).count();
+        let bound = self.max_instances.unwrap_or(MAX_TABLE_INSTANCES) as usize;
+        let no_eviction = self.index.len().saturating_add(new_keys) <= bound;
+        for (key, &at) in keys.zip(&found) {
+            if no_eviction && at != NO_NODE {
+                self.latest_input_ns = self.latest_input_ns.max(now_ns);
+                self.retouch(at, self.latest_input_ns);
+                self.check_invariants();
+            } else {
+                evicted.extend(self.touch_or_insert(key, now_ns, &mut make).evicted);
+            }
+        }
+        // Kept for the next call; it holds as many entries as the largest call had keys.
+        self.lookups = found;
     }
 
     /// The maintenance scan at physical instant `now_ns`: releases branches idle longer than the

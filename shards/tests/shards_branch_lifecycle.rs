@@ -459,3 +459,49 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// `touch_all` against touching one by one.
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Batches of touches (keys repeated, new, past the bound) leave the table exactly as the
+    /// same touches one by one: order, last-input instants, states, evictions and counters.
+    #[test]
+    fn touch_all_is_touching_one_by_one(
+        max in prop::option::of(1u32..5),
+        batches in prop::collection::vec(
+            (prop::collection::vec(0..KEYS, 0..8), 0u64..30, 0u64..3),
+            0..60,
+        ),
+    ) {
+        let mut batched = table(50, max);
+        let mut single = table(50, max);
+        let mut now = 0u64;
+        for (serial, (keys, advance_ns, back_ns)) in batches.into_iter().enumerate() {
+            now += advance_ns;
+            // Now and then a batch stamped earlier than the latest: both clamp it.
+            let at = now.saturating_sub(back_ns);
+            let make = || State { created_by: serial as u64, inputs: 0 };
+            let keys: Vec<[u8; 1]> = keys.into_iter().map(|k| [k]).collect();
+            let mut evicted_batched = Vec::new();
+            batched.touch_all(keys.iter().map(|k| &k[..]), at, make, &mut evicted_batched);
+            let mut evicted_single = Vec::new();
+            for key in &keys {
+                evicted_single.extend(single.touch_or_insert(&key[..], at, make).evicted);
+            }
+            prop_assert_eq!(evicted_batched, evicted_single);
+            let view = |t: &BranchTable<Key, State>| -> Vec<(Vec<u8>, State, u64)> {
+                t.iter_lru().map(|(k, v, ns)| (k.to_vec(), *v, ns)).collect()
+            };
+            prop_assert_eq!(view(&batched), view(&single));
+            prop_assert_eq!(batched.counters(), single.counters());
+        }
+        // Sweeps then agree too: the instants are the same.
+        let (mut out_batched, mut out_single) = (Vec::new(), Vec::new());
+        batched.sweep(now + 60, usize::MAX, &mut out_batched);
+        single.sweep(now + 60, usize::MAX, &mut out_single);
+        prop_assert_eq!(out_batched, out_single);
+    }
+}

@@ -222,7 +222,7 @@ pub struct Graph {
     /// The states the current snapshot round still has to write (processor, branch); see
     /// `snapshot::snapshot_work`.
     snapshot_round: VecDeque<(usize, BranchKey)>,
-    /// Set while a leaving branch flushes (see `touch_branch`).
+    /// Set while a leaving branch flushes (see `touch_branches`).
     evicting: bool,
     /// The domain is held for a model change (`work::flush_for_pause`): every tick
     /// force-flushes, reorder buffers included, until the new graph replaces this one.
@@ -793,17 +793,21 @@ impl Graph {
         }
     }
 
-    fn touch_branch(&mut self, branch: usize, key: &[u8], physical_ns: u64) {
+    /// Records an accepted input for each of `keys` in branch table `branch`, in turn, every
+    /// lookup first ([`BranchTable::touch_all`]); the branches evicted to make room leave at the
+    /// next tick.
+    fn touch_branches<'k>(
+        &mut self,
+        branch: usize,
+        keys: impl Iterator<Item = &'k [u8]> + Clone,
+        physical_ns: u64,
+    ) {
         // The last output of a leaving branch (a window closing early) must not bring it back
         // and push out another in its place.
         if self.evicting {
             return;
         }
-        let touched = self.branch_tables[branch].touch_or_insert(key, physical_ns, || ());
-        if let Some(evicted) = touched.evicted {
-            let key: KeyBytes = evicted.0;
-            self.evicted.push((key, ()));
-        }
+        self.branch_tables[branch].touch_all(keys, physical_ns, || (), &mut self.evicted);
     }
 
     /// Publishes into a relay, or queues the frame on its node when the relay is full.

@@ -51,11 +51,11 @@ impl Graph {
         // together, the misses overlap and the first count waits once, not once per group.
         let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
         if let Some(branch) = target_branch {
-            for group in &output.groups {
-                if let BranchKey::Key(bytes) = &group.key {
-                    self.touch_branch(branch, bytes, at.now.physical_ns);
-                }
-            }
+            let keys = output.groups.iter().filter_map(|group| match &group.key {
+                BranchKey::Key(bytes) => Some(bytes.as_ref()),
+                BranchKey::Unbranched => None,
+            });
+            self.touch_branches(branch, keys, at.now.physical_ns);
         }
         let mut grouped_offset = 0usize;
         for group in output.groups {

@@ -263,13 +263,14 @@ impl Graph {
                         .map(|key| self.key_owner_shard(route.target, key, cx.shards))
                         .collect();
                     if let Some(branch) = self.plan.relays[route.target].branch {
-                        for group in &groups {
-                            for row in group.input_rows.values() {
-                                if let BranchKey::Key(bytes) = &keys[*row as usize] {
-                                    self.touch_branch(branch, bytes, at.now.physical_ns);
-                                }
-                            }
-                        }
+                        let touched = groups
+                            .iter()
+                            .flat_map(|group| group.input_rows.values().iter())
+                            .filter_map(|row| match &keys[*row as usize] {
+                                BranchKey::Key(bytes) => Some(bytes.as_ref()),
+                                BranchKey::Unbranched => None,
+                            });
+                        self.touch_branches(branch, touched, at.now.physical_ns);
                     }
                     groups
                         .into_iter()
