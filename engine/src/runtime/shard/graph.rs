@@ -224,6 +224,10 @@ pub struct Graph {
     snapshot_round: VecDeque<(usize, BranchKey)>,
     /// Set while a leaving branch flushes (see `touch_branches`).
     evicting: bool,
+    /// `process`'s per-run counts and refusals, kept between frames: a fresh allocation's
+    /// first write misses the cache, and the frame's next reference count waited for it.
+    /// Each holds as many entries as the most acknowledgement runs a frame had.
+    run_scratch: (Vec<u64>, Vec<bool>),
     /// The domain is held for a model change (`work::flush_for_pause`): every tick
     /// force-flushes, reorder buffers included, until the new graph replaces this one.
     holding: bool,
@@ -381,6 +385,7 @@ impl Graph {
             work_changed: false,
             snapshot_round: VecDeque::new(),
             evicting: false,
+            run_scratch: (Vec::new(), Vec::new()),
             holding: false,
             plan,
         }
@@ -629,8 +634,11 @@ impl Graph {
         // Older rows in buffers past their deadline leave first (`flush_order`).
         self.flush_overdue_routes(at, cx);
         let plan = self.plan.clone();
-        let mut per_run = vec![0u64; frame.acks.len()];
-        let mut nacked = vec![false; frame.acks.len()];
+        let (mut per_run, mut nacked) = std::mem::take(&mut self.run_scratch);
+        per_run.clear();
+        nacked.clear();
+        per_run.resize(frame.acks.len(), 0);
+        nacked.resize(frame.acks.len(), false);
         let mut logs: Vec<String> = Vec::new();
         if !self.releasing {
             self.node_mut(node).counters.rows_in += frame.num_rows() as u64;
@@ -699,6 +707,7 @@ impl Graph {
                     }
                 }
                 self.log(node, logs);
+                self.run_scratch = (per_run, nacked);
                 return;
             }
         }
@@ -764,6 +773,7 @@ impl Graph {
             }
         }
         self.log(node, logs);
+        self.run_scratch = (per_run, nacked);
         self.publish_all(node, out_frames, at, cx);
     }
 
