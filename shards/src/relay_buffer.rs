@@ -183,6 +183,11 @@ impl<F> RelayBuffer<F> {
         self.frames.front()
     }
 
+    /// The frames held, oldest first, left in place.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &F> + '_ {
+        self.frames.iter()
+    }
+
     /// Withdraws `producer` from the waiter protocol (it ended or stopped waiting). A waiting
     /// producer leaves the queue; a reservation it held passes to the next waiter, whose id is
     /// returned for the caller to wake. Unknown producers are a no-op.
