@@ -47,8 +47,18 @@ impl Frame {
             .iter()
             .map(std::sync::Arc::strong_count);
         let times = self.times.iter().map(std::sync::Arc::strong_count);
+        // Event times are cloned as an `Int64Array` (their buffer counted) and read on admission.
+        let time_values = self
+            .times
+            .as_ref()
+            .and_then(|t| t.as_any().downcast_ref::<arrow_array::Int64Array>())
+            .map(|t| {
+                t.values().inner().strong_count()
+                    ^ t.values().first().copied().unwrap_or(0) as usize
+            });
         columns
             .chain(times)
+            .chain(time_values)
             .fold(self.acks.len(), usize::wrapping_add)
     }
 
