@@ -18,6 +18,8 @@
 //!   branch becomes the most recently used and its last-input instant becomes `now_ns`. A new
 //!   branch is created with the caller's state; when the table already holds its bound, the least
 //!   recently used branch is evicted first (reason `lru`) and returned in [`Touched::evicted`].
+//! * [`BranchTable::touch_all`] touches a batch of keys in turn with the same result, looking
+//!   every key up before touching any so that their cache misses overlap.
 //! * [`BranchTable::sweep`] is the periodic physical maintenance scan: it releases branches whose
 //!   idle time (`now_ns` − last accepted input) is **longer** than the TTL (reason `ttl`), at most
 //!   `max_evictions` per call so one scan never stalls the shard; the rest wait for the next call

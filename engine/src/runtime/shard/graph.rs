@@ -1032,6 +1032,7 @@ impl Graph {
             moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
+                // The waiting frames' arrays are read back to back first (`Frame::warm`).
                 let warmed = self.relays[relay].buffer.iter().map(Frame::warm);
                 std::hint::black_box(warmed.fold(0usize, usize::wrapping_add));
                 while !self.relays[relay].buffer.is_empty() {
