@@ -328,8 +328,7 @@ where
         K: Borrow<Q> + for<'q> From<&'q Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.latest_input_ns = self.latest_input_ns.max(now_ns);
-        let stamp_ns = self.latest_input_ns;
+        let stamp_ns = self.stamp(now_ns);
 
         if let Some(&at) = self.index.get(key) {
             self.retouch(at, stamp_ns);
@@ -410,8 +409,9 @@ where
         let no_eviction = self.index.len().saturating_add(new_keys) <= bound;
         for (key, &at) in keys.zip(&found) {
             if no_eviction && at != NO_NODE {
-                self.latest_input_ns = self.latest_input_ns.max(now_ns);
-                self.retouch(at, self.latest_input_ns);
+                // Stamped per touch: a call without keys must leave the latest instant as is.
+                let stamp_ns = self.stamp(now_ns);
+                self.retouch(at, stamp_ns);
                 self.check_invariants();
             } else {
                 evicted.extend(self.touch_or_insert(key, now_ns, &mut make).evicted);
@@ -514,6 +514,13 @@ where
             let (k, v) = node.entry.as_ref().filter(|_| node.seq == touch.seq)?;
             Some((k, v, node.last_input_ns))
         })
+    }
+
+    /// The instant a touch at `now_ns` is stamped with: `now_ns`, or the latest instant the
+    /// table has seen when `now_ns` is earlier (stamps never decrease, module docs).
+    fn stamp(&mut self, now_ns: u64) -> u64 {
+        self.latest_input_ns = self.latest_input_ns.max(now_ns);
+        self.latest_input_ns
     }
 
     /// Makes live node `at` the most recently used, stamped `stamp_ns`.

@@ -1032,9 +1032,7 @@ impl Graph {
             moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
-                // The waiting frames' arrays are read back to back first (`Frame::warm`).
-                let warmed = self.relays[relay].buffer.iter().map(Frame::warm);
-                std::hint::black_box(warmed.fold(0usize, usize::wrapping_add));
+                let mut warmed = false;
                 while !self.relays[relay].buffer.is_empty() {
                     let consumers = Arc::clone(&self.relays[relay].consumers);
                     if !consumers.iter().all(|c| self.ready(*c)) {
@@ -1043,6 +1041,13 @@ impl Graph {
                     if self.deliver_budget.spent() {
                         self.deferred = true;
                         break;
+                    }
+                    if !warmed {
+                        // Frames about to be delivered: their arrays are read back to back
+                        // first (`Frame::warm`).
+                        let read = self.relays[relay].buffer.iter().map(Frame::warm);
+                        std::hint::black_box(read.fold(0usize, usize::wrapping_add));
+                        warmed = true;
                     }
                     let Some(popped) = self.relays[relay].buffer.pop() else {
                         break;
