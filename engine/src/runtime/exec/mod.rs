@@ -1,10 +1,12 @@
-//! Node work on whole batches: the working-message model of a route ([`route`]), the error
-//! records of `ON MESSAGE ERROR SEND TO` ([`error_record`]), and the branch-local state of the
-//! stateful processors: a deduplicator's keyspace ([`dedup`]), a reorderer's ordering buffer
-//! ([`reorder`]), a window's retained rows ([`window`]) and a correlator's pending rows
-//! ([`correlate`]), with the snapshots of held rows ([`correlate_snapshot`],
-//! [`reorder_snapshot`], over [`state_codec`]).
+//! Node work on whole batches: the working-message model of a route ([`route`]) and its split
+//! into one group per outgoing branch ([`branch_groups`]), the error records of `ON MESSAGE
+//! ERROR SEND TO` ([`error_record`]), and the branch-local state of the stateful processors: a
+//! deduplicator's keyspace ([`dedup`]), a reorderer's ordering buffer ([`reorder`]), a window's
+//! retained rows ([`window`]) and a correlator's pending rows ([`correlate`]), with the
+//! snapshots of held rows ([`correlate_snapshot`], [`reorder_snapshot`], over
+//! [`state_codec`]).
 
+pub mod branch_groups;
 pub mod correlate;
 pub mod correlate_snapshot;
 pub mod dedup;

@@ -18,11 +18,10 @@ use std::sync::Arc;
 use arrow_array::{
     new_null_array, Array, ArrayRef, BooleanArray, NullArray, RecordBatch, UInt32Array,
 };
-use arrow_schema::SchemaRef;
 use arrow_select::filter::FilterBuilder;
-use arrow_select::take::{take, take_record_batch};
-use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, KeyHashState};
+use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder};
 
+use super::branch_groups::group_by_key;
 use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
 use crate::vm::{eval_predicate, EnvelopeView, EvalContext, Program, RowErrors};
 
@@ -359,95 +358,6 @@ fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> R
         partial,
         grouped_rows: None,
     }
-}
-
-/// Splits a batch into one group per distinct branch key, in order of first appearance.
-/// `rows` is the input row of each of the batch's rows; `identity` says it is 0, 1, 2, …
-///
-/// The rows are put in group order with one `take` per column (a counting sort by group,
-/// stable, so each group keeps its row order), and each group is a slice of that batch: a
-/// fan-out over thousands of branches (Nexmark q5's reingestor) costs one copy of the batch
-/// and a slice per group, not a `take` with its own buffers per group and column.
-fn group_by_key(
-    encoder: &mut BranchKeyEncoder,
-    key_schema: &SchemaRef,
-    keys: Vec<ArrayRef>,
-    batch: RecordBatch,
-    rows: UInt32Array,
-    identity: bool,
-    track_rows: bool,
-) -> Result<(Vec<RouteGroup>, Option<UInt32Array>), String> {
-    let key_batch =
-        RecordBatch::try_new(key_schema.clone(), keys).map_err(|e| format!("branch key: {e}"))?;
-    let encoded = encoder.encode(&key_batch).map_err(|e| e.to_string())?;
-    let first = encoded.row(0);
-    // Fast path: every row in one branch (one comparison per row, no allocation).
-    if (1..encoded.num_rows()).all(|i| encoded.row(i) == first) {
-        let group = RouteGroup {
-            key: BranchKey::Key(first.data().into()),
-            batch,
-            input_rows: rows,
-        };
-        return Ok((vec![group], None));
-    }
-    // Grouping by key bytes has no Arrow kernel: one hash lookup per row gives its group.
-    let num_rows = encoded.num_rows();
-    let mut group_of: HashMap<&[u8], u32, KeyHashState> = HashMap::default();
-    let mut group_keys: Vec<&[u8]> = Vec::new();
-    let mut group_sizes: Vec<u32> = Vec::new();
-    let mut row_group: Vec<u32> = Vec::with_capacity(num_rows);
-    for i in 0..num_rows {
-        let key = encoded.row(i).data();
-        let group = *group_of.entry(key).or_insert_with(|| {
-            group_keys.push(key);
-            group_sizes.push(0);
-            (group_keys.len() - 1) as u32
-        });
-        group_sizes[group as usize] += 1;
-        row_group.push(group);
-    }
-    // Counting sort: `next[g]` is where group g's next row goes.
-    let mut next: Vec<u32> = Vec::with_capacity(group_sizes.len());
-    let mut start = 0u32;
-    for count in &group_sizes {
-        next.push(start);
-        start += count;
-    }
-    let mut order = vec![0u32; num_rows];
-    for (row, group) in row_group.iter().enumerate() {
-        let slot = &mut next[*group as usize];
-        order[*slot as usize] = row as u32;
-        *slot += 1;
-    }
-    let order = UInt32Array::from(order);
-    let grouped = take_record_batch(&batch, &order).map_err(|e| e.to_string())?;
-    let grouped_rows = if !track_rows {
-        None
-    } else if identity {
-        // The sort's order is the input rows.
-        Some(order)
-    } else {
-        Some(downcast_u32(
-            &take(&rows, &order, None).map_err(|e| e.to_string())?,
-        ))
-    };
-    let mut groups = Vec::with_capacity(group_keys.len());
-    let untracked = UInt32Array::from(Vec::<u32>::new());
-    let mut offset = 0usize;
-    for (key, count) in group_keys.into_iter().zip(group_sizes) {
-        let count = count as usize;
-        let input_rows = match &grouped_rows {
-            Some(rows) => rows.slice(offset, count),
-            None => untracked.clone(),
-        };
-        groups.push(RouteGroup {
-            key: BranchKey::Key(key.into()),
-            batch: grouped.slice(offset, count),
-            input_rows,
-        });
-        offset += count;
-    }
-    Ok((groups, grouped_rows))
 }
 
 /// Evaluates a node-level predicate over the input row (and, for an ingestor, the source
