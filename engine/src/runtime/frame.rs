@@ -17,6 +17,10 @@ pub struct AckRun {
     pub rows: u32,
 }
 
+/// The acknowledgement runs state keeps for a stretch of rows: inline when one payload's rows,
+/// the common case, so holding them costs no allocation of its own.
+pub type AckRuns = smallvec::SmallVec<[AckRun; 1]>;
+
 /// One immutable frame.
 #[derive(Debug, Clone)]
 pub struct Frame {

@@ -25,29 +25,38 @@
 //! a window without one is capped at
 //! [`UNDECLARED_STATE_CAP_BYTES`](crate::runtime::plan::UNDECLARED_STATE_CAP_BYTES).
 
-use std::collections::VecDeque;
-
 use arrow_array::{downcast_primitive_array, make_array, Array, ArrayRef, Int64Array, RecordBatch};
-use arrow_buffer::Buffer;
+use arrow_buffer::{Buffer, ScalarBuffer};
 use arrow_data::ArrayData;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use smallvec::SmallVec;
 
 use super::state_codec::put_u32;
 use crate::runtime::aggregate::{Accumulator, AggregateError, Finished};
-use crate::runtime::frame::{permuted_runs, split_runs, AckRun};
+use crate::runtime::frame::{permuted_runs, split_runs, AckRun, AckRuns};
 use crate::runtime::plan::WindowPlan;
 
+/// Every call's value-argument arrays of one run, in call order (call `i`'s are its
+/// `args.len()` after those of the calls before it): inline for windows of up to two
+/// arguments in all, the common case, so a run costs no allocation of its own for them.
+pub type RunArgs = SmallVec<[ArrayRef; 2]>;
+
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
+///
+/// Kept small and inline (times as a bare buffer, arguments and acknowledgement runs inline
+/// when few): a branch's first run lives in its window's own slot, so closing a window that
+/// holds one run — most windows of a wide fan-out such as Nexmark q5's — reads the window's
+/// slot and its rows, not a run list, an argument list and a run list of acknowledgements
+/// each allocated apart.
 struct Retained {
     /// Per row, its time (ns), ascending.
-    times: Int64Array,
-    /// Every call's value-argument arrays in call order (call `i`'s are its `args.len()`
-    /// after those of the calls before it), each `rows` long.
-    args: Vec<ArrayRef>,
+    times: ScalarBuffer<i64>,
+    /// Every call's value-argument arrays in call order, each `rows` long.
+    args: RunArgs,
     rows: usize,
     bytes: u64,
-    acks: Vec<AckRun>,
+    acks: AckRuns,
 }
 
 impl Retained {
@@ -59,7 +68,7 @@ impl Retained {
         if instant == i64::MAX {
             return self.rows;
         }
-        let times = self.times.values();
+        let times = &self.times;
         // Most runs lie wholly before the cut (every run of a tumbling window): no search.
         if times.last().is_some_and(|last| *last < instant) {
             return times.len();
@@ -81,7 +90,8 @@ fn call_ranges(plan: &WindowPlan) -> impl Iterator<Item = std::ops::Range<usize>
 /// One branch's window.
 #[derive(Default)]
 pub struct WindowState {
-    runs: VecDeque<Retained>,
+    /// Oldest first; the first run inline (see [`Retained`]).
+    runs: SmallVec<[Retained; 1]>,
     start_ns: Option<i64>,
     /// The latest row time admitted.
     watermark_ns: Option<i64>,
@@ -157,7 +167,7 @@ pub fn args_bytes(args: &[ArrayRef]) -> u64 {
 fn by_time(
     times: &Int64Array,
     args: &[ArrayRef],
-) -> Result<(Int64Array, Vec<ArrayRef>, arrow_array::UInt32Array), arrow_schema::ArrowError> {
+) -> Result<(Int64Array, RunArgs, arrow_array::UInt32Array), arrow_schema::ArrowError> {
     let mut positions: Vec<u32> = (0..times.len() as u32).collect();
     positions.sort_by_key(|row| times.value(*row as usize));
     let order = arrow_array::UInt32Array::from(positions);
@@ -169,7 +179,7 @@ fn by_time(
     let args = args
         .iter()
         .map(|array| arrow_select::take::take(array.as_ref(), &order, None))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<RunArgs, _>>()?;
     Ok((times, args, order))
 }
 
@@ -217,7 +227,7 @@ impl WindowState {
         self.runs
             .iter()
             .map(|run| {
-                let last = run.times.values().last().copied().unwrap_or_default() as usize;
+                let last = run.times.last().copied().unwrap_or_default() as usize;
                 run.args.iter().map(|a| a.len()).sum::<usize>() ^ last
             })
             .fold(self.runs.len(), usize::wrapping_add)
@@ -258,10 +268,10 @@ impl WindowState {
     pub fn admit(
         &mut self,
         times: Int64Array,
-        args: Vec<ArrayRef>,
+        args: RunArgs,
         rows: usize,
-        acks: Vec<AckRun>,
-    ) -> Result<(), (arrow_schema::ArrowError, Vec<AckRun>)> {
+        acks: AckRuns,
+    ) -> Result<(), (arrow_schema::ArrowError, AckRuns)> {
         if rows == 0 {
             return Ok(());
         }
@@ -276,7 +286,11 @@ impl WindowState {
             (times, args, acks)
         } else {
             match by_time(&times, &args) {
-                Ok((times, args, order)) => (times, args, permuted_runs(&acks, &order)),
+                Ok((times, args, order)) => (
+                    times,
+                    args,
+                    permuted_runs(&acks, &order).into_iter().collect(),
+                ),
                 Err(error) => return Err((error, acks)),
             }
         };
@@ -286,8 +300,8 @@ impl WindowState {
         let (first, last) = (times.value(0), times.value(rows - 1));
         self.start_ns.get_or_insert(first);
         self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
-        self.runs.push_back(Retained {
-            times,
+        self.runs.push(Retained {
+            times: times.into_parts().1,
             args,
             rows,
             bytes,
@@ -310,7 +324,7 @@ impl WindowState {
                         // A run short of arguments folds what it has: the accumulator then
                         // reports the count that disagrees.
                         let values = run.args.get(args.clone()).unwrap_or(&[]);
-                        accumulator.fold(values, run.times.values(), 0..within);
+                        accumulator.fold(values, &run.times, 0..within);
                     }
                 }
                 accumulator.finish()
@@ -335,14 +349,14 @@ impl WindowState {
             if gone == run.rows {
                 // The whole run leaves (every run, in a tumbling window): no slicing, the
                 // run is dropped below.
-                leaving.append(&mut run.acks);
+                leaving.extend(run.acks.drain(..));
                 self.bytes -= run.bytes;
                 run.rows = 0;
                 continue;
             }
             let (left, rest) = split_runs(&run.acks, gone);
             leaving.extend(left);
-            run.acks = rest;
+            run.acks = rest.into();
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
             for array in &mut run.args {
@@ -361,7 +375,7 @@ impl WindowState {
             self.watermark_ns = None;
             None
         } else {
-            let earliest = self.runs.iter().map(|run| run.times.value(0)).min();
+            let earliest = self.runs.iter().map(|run| run.times[0]).min();
             Some(next_start(plan, cutoff, earliest.unwrap_or(cutoff)))
         };
         leaving
@@ -403,7 +417,7 @@ impl WindowState {
         self.dirty = false;
         self.stored = true;
         for run in &mut self.runs {
-            acks.append(&mut run.acks);
+            acks.extend(run.acks.drain(..));
         }
         Ok(bytes)
     }
@@ -431,7 +445,7 @@ impl WindowState {
             out.push(RowsEncoding::Values as u8);
             out.extend_from_slice(&[0; 4]);
             for column in self.runs.iter().flat_map(run_columns) {
-                out.extend_from_slice(plain_values(column).unwrap_or_default());
+                out.extend_from_slice(plain_values(column.as_ref()).unwrap_or_default());
             }
         } else {
             out.push(RowsEncoding::Ipc as u8);
@@ -456,7 +470,7 @@ impl WindowState {
             .runs
             .iter()
             .map(|run| {
-                let times: ArrayRef = std::sync::Arc::new(run.times.clone());
+                let times: ArrayRef = std::sync::Arc::new(Int64Array::new(run.times.clone(), None));
                 std::iter::once(times)
                     .chain(run.args.iter().cloned())
                     .collect()
@@ -578,7 +592,7 @@ impl WindowState {
         if args.len() != arguments {
             return Err(SnapshotError::Malformed);
         }
-        self.admit(times, args, rows, Vec::new())
+        self.admit(times, args.into(), rows, AckRuns::new())
             .map_err(|(error, _)| SnapshotError::Arrow(error))?;
         Ok(())
     }
@@ -591,9 +605,9 @@ fn column_types(plan: &WindowPlan) -> impl Iterator<Item = &DataType> {
 }
 
 /// A run's columns in snapshot order: the row times, then each call's arguments.
-fn run_columns(run: &Retained) -> impl Iterator<Item = &dyn Array> {
-    let times: &dyn Array = &run.times;
-    std::iter::once(times).chain(run.args.iter().map(|a| a.as_ref()))
+fn run_columns(run: &Retained) -> impl Iterator<Item = ArrayRef> + '_ {
+    let times: ArrayRef = std::sync::Arc::new(Int64Array::new(run.times.clone(), None));
+    std::iter::once(times).chain(run.args.iter().cloned())
 }
 
 /// Whether `run` can be written as plain values ([`RowsEncoding::Values`]): every column a
@@ -602,7 +616,9 @@ fn writes_plain(plan: &WindowPlan, run: &Retained) -> bool {
     let mut types = column_types(plan);
     run_columns(run).all(|column| {
         types.next().is_some_and(|ty| {
-            column.data_type() == ty && column.null_count() == 0 && plain_values(column).is_some()
+            column.data_type() == ty
+                && column.null_count() == 0
+                && plain_values(column.as_ref()).is_some()
         })
     }) && types.next().is_none()
 }
@@ -688,10 +704,17 @@ mod tests {
     fn two_runs(plan: &WindowPlan) -> WindowState {
         let mut state = WindowState::default();
         state
-            .admit(Int64Array::from(vec![3, 5]), Vec::new(), 2, Vec::new())
+            .admit(
+                Int64Array::from(vec![3, 5]),
+                RunArgs::new(),
+                2,
+                AckRuns::new(),
+            )
             .unwrap();
         let sliced = Int64Array::from(vec![1, 6, 8, 9]).slice(1, 2);
-        state.admit(sliced, Vec::new(), 2, Vec::new()).unwrap();
+        state
+            .admit(sliced, RunArgs::new(), 2, AckRuns::new())
+            .unwrap();
         assert_eq!(state.due_ns(plan), Some(13));
         state
     }
@@ -715,7 +738,12 @@ mod tests {
             };
             let mut state = WindowState::default();
             state
-                .admit(Int64Array::from(times.to_vec()), Vec::new(), 2, Vec::new())
+                .admit(
+                    Int64Array::from(times.to_vec()),
+                    RunArgs::new(),
+                    2,
+                    AckRuns::new(),
+                )
                 .unwrap();
             state.step(&plan);
             assert_eq!(
@@ -842,9 +870,9 @@ mod tests {
         state
             .admit(
                 Int64Array::from(vec![5, i64::MAX]),
-                Vec::new(),
+                RunArgs::new(),
                 2,
-                Vec::new(),
+                AckRuns::new(),
             )
             .unwrap();
         let mut records = 0;
@@ -876,7 +904,12 @@ mod tests {
         let args = vec![values.clone()];
         let mut state = WindowState::default();
         state
-            .admit(Int64Array::from(vec![0, 1, 7]), args, 3, Vec::new())
+            .admit(
+                Int64Array::from(vec![0, 1, 7]),
+                args.into(),
+                3,
+                AckRuns::new(),
+            )
             .unwrap();
         let kept = args_bytes(&[values.slice(2, 1)]);
         state.step(&plan);
@@ -899,9 +932,14 @@ mod tests {
         };
         let mut state = WindowState::default();
         let (_, refused) = state
-            .admit(Int64Array::from(vec![1, 2, 3]), Vec::new(), 2, vec![run])
+            .admit(
+                Int64Array::from(vec![1, 2, 3]),
+                RunArgs::new(),
+                2,
+                AckRuns::from_slice(&[run]),
+            )
             .expect_err("three times for two rows");
-        assert_eq!(refused, vec![run]);
+        assert_eq!(refused.as_slice(), &[run]);
         assert_eq!(state.retained_rows(), 0);
     }
 }

@@ -24,8 +24,8 @@ use crate::runtime::envelope::Envelope;
 use crate::runtime::exec::dedup::Keyspace;
 use crate::runtime::exec::reorder::OrderBuffer;
 use crate::runtime::exec::route::input_values;
-use crate::runtime::exec::window::WindowState;
-use crate::runtime::frame::{derive_runs, Frame};
+use crate::runtime::exec::window::{RunArgs, WindowState};
+use crate::runtime::frame::{derive_runs, AckRuns, Frame};
 use crate::runtime::plan::NodeWork;
 use crate::runtime::shard::mesh::Ctx;
 
@@ -117,8 +117,8 @@ impl Kept {
         now_ns: i64,
         what: &str,
         logs: &mut Vec<String>,
-    ) -> (Vec<ArrayRef>, Vec<u32>) {
-        let mut values = Vec::new();
+    ) -> (RunArgs, Vec<u32>) {
+        let mut values = RunArgs::new();
         let mut failed: Vec<u32> = Vec::new();
         for program in programs {
             let evaluated = input_values(program, &self.columns, self.rows, now_ns);
@@ -210,27 +210,27 @@ fn keep_units(
     detached: bool,
     nacked: &[bool],
     cx: &mut Ctx<'_>,
-) -> Vec<crate::runtime::frame::AckRun> {
+) -> AckRuns {
     nack_failed(&frame.acks, nacked, cx);
     if detached {
         for run in &frame.acks {
             cx.ack(run.root, run.rows as u64);
         }
-        return Vec::new();
+        return AckRuns::new();
     }
     if kept.kept_rows.is_none() && kept.rows == frame.num_rows() {
         // Every row kept: each run's units stay with its rows as they are.
         for run in &frame.acks {
             cx.transfer(run.root, run.rows as u64, run.rows as u64);
         }
-        return frame.acks.clone();
+        return AckRuns::from_slice(&frame.acks);
     }
     let mut per_run = vec![0u64; frame.acks.len()];
     let runs = derive_runs(&frame.acks, &kept.frame_rows(), &mut per_run);
     for (run, derived) in frame.acks.iter().zip(&per_run) {
         cx.transfer(run.root, run.rows as u64, *derived);
     }
-    runs
+    runs.into()
 }
 
 /// Negatively acknowledges the payloads of `runs` marked failed.
@@ -424,10 +424,10 @@ impl Graph {
                 columns.truncate(frame.batch.num_columns());
                 buffer.hold(
                     (columns, kept.times.take()),
-                    keys,
+                    keys.into_vec(),
                     kept.rows,
                     at.snapshot_ns,
-                    held_acks,
+                    held_acks.into_vec(),
                 );
                 if let Some(due) = buffer.due_ns(*max_time_ns) {
                     self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
