@@ -29,6 +29,17 @@
 //! and rebuilds the index: popping 100,000 entries one by one cost 2.6 times the pass
 //! (`cargo bench -p nervix-bench --bench route_buffers`), while the pass's cost is then
 //! spread over at least 1/[`SCAN_FRACTION`] of the buffers flushing.
+//!
+//! A pass's fresh buffers: under `FLUSH IMMEDIATE`, a node pass that finds the route holding
+//! no buffer ([`RouteBuffers::begin_pass`]) opens a buffer for each of its groups, all at the
+//! same instant with the same deadline, and one pass's groups have distinct branches. Those
+//! buffers are kept as a list with one shared deadline instead of a map entry, a flusher and a
+//! due-index entry each: a fan-out over thousands of branches per batch (Nexmark q5's
+//! reingestor) otherwise pays a map insert and removal and a heap push and pop per branch for
+//! buffers that never take a second part. The list is exactly those buffers: when anything
+//! else needs them by branch (the next pass's appends, a forced flush, a policy change), they
+//! first move into the map as the buffers they would have been (a flusher that took the one
+//! part at the pass's instant, its deadline indexed), so every other path sees the map alone.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -94,6 +105,9 @@ struct Buffer {
     opened: u64,
 }
 
+/// Fresh buffers a debug build checks a new one's branch against (the check is quadratic).
+const MAX_CHECKED_FRESH_BUFFERS: usize = 256;
+
 /// Stale due-index entries tolerated beyond twice the live buffers before a rebuild.
 const DUE_INDEX_SLACK: usize = 64;
 
@@ -132,6 +146,22 @@ impl Ord for Due {
     }
 }
 
+/// A buffer one pass opened and holds in its list rather than the map (module docs).
+struct FreshBuffer {
+    key: BranchKey,
+    /// The graph's opening counter when it was opened.
+    opened: u64,
+    part: Part,
+}
+
+/// The buffers a pass opened while the route held no other (module docs): one part each,
+/// distinct branches, opened at `opened_at` and due at `deadline`.
+struct FreshPass {
+    buffers: Vec<FreshBuffer>,
+    opened_at: Now,
+    deadline: Option<Deadline>,
+}
+
 /// Every concrete branch's buffer of one route.
 pub struct RouteBuffers {
     policy: FlushPolicy,
@@ -140,6 +170,11 @@ pub struct RouteBuffers {
     buffers: BranchMap<Buffer>,
     /// Armed deadlines, earliest on top (module docs); may hold stale entries.
     due: BinaryHeap<Reverse<Due>>,
+    /// Buffers the current or last pass opened outside the map (module docs).
+    fresh: FreshPass,
+    /// Whether this pass's appends open fresh buffers: set by [`RouteBuffers::begin_pass`],
+    /// cleared by anything else that touches the buffers.
+    fresh_lane: bool,
 }
 
 impl RouteBuffers {
@@ -150,7 +185,75 @@ impl RouteBuffers {
             frames,
             buffers: BranchMap::default(),
             due: BinaryHeap::new(),
+            fresh: FreshPass {
+                buffers: Vec::new(),
+                opened_at: Now::new(0, 0),
+                deadline: None,
+            },
+            fresh_lane: false,
         }
+    }
+
+    /// Starts a node pass over this route: the appends until the next call belong to one
+    /// pass, each for a different branch (one route output's groups). When the route holds no
+    /// buffer under `FLUSH IMMEDIATE`, they open fresh buffers (module docs); buffers an
+    /// earlier pass left fresh move into the map first, since this pass may append to them.
+    pub fn begin_pass(&mut self) {
+        self.index_fresh();
+        self.fresh_lane = self.policy == FlushPolicy::Immediate && self.buffers.is_empty();
+    }
+
+    /// Moves the fresh buffers into the map as the buffers they stand for (module docs).
+    fn index_fresh(&mut self) {
+        self.fresh_lane = false;
+        if self.fresh.buffers.is_empty() {
+            return;
+        }
+        let opened_at = self.fresh.opened_at;
+        for fresh in std::mem::take(&mut self.fresh.buffers) {
+            let mut flusher = RouteFlusher::new(self.policy);
+            let chunk = Chunk::new(0, fresh.part.batch.num_rows() as u64);
+            let actions = flusher.append(chunk, opened_at);
+            debug_assert!(
+                actions.flushes().next().is_none(),
+                "a fresh buffer's part flushed on its append"
+            );
+            if let Some(deadline) = flusher.next_deadline() {
+                self.due.push(Reverse(Due {
+                    deadline,
+                    key: fresh.key.clone(),
+                }));
+            }
+            let buffer = Buffer {
+                flusher,
+                parts: vec![fresh.part],
+                opened: fresh.opened,
+            };
+            let earlier = self.buffers.insert(fresh.key, buffer);
+            debug_assert!(earlier.is_none(), "a fresh buffer's branch had a buffer");
+        }
+        self.fresh.deadline = None;
+    }
+
+    /// The deadline a fresh buffer of `rows` rows opened at `now` waits for: the pass's, or,
+    /// for its first buffer, the one a flusher arms. None when the append must take the map
+    /// instead (a flusher that would flush on the append itself).
+    fn fresh_deadline(&mut self, rows: usize, now: Now) -> Option<Deadline> {
+        if !self.fresh.buffers.is_empty() {
+            debug_assert!(
+                self.fresh.opened_at == now,
+                "one pass's appends share their instant"
+            );
+            return self.fresh.deadline;
+        }
+        let mut flusher = RouteFlusher::new(self.policy);
+        let actions = flusher.append(Chunk::new(0, rows as u64), now);
+        if actions.flushes().next().is_some() {
+            return None;
+        }
+        self.fresh.opened_at = now;
+        self.fresh.deadline = flusher.next_deadline();
+        self.fresh.deadline
     }
 
     /// Whether an append leaves at once as its own frame, without a buffer: the route's policy
@@ -158,11 +261,13 @@ impl RouteBuffers {
     /// a policy change is flushed when the change is applied), so nothing older can be
     /// overtaken.
     fn publishes_at_once(&self) -> bool {
-        self.policy == FlushPolicy::AT_ONCE && self.buffers.is_empty()
+        self.policy == FlushPolicy::AT_ONCE
+            && self.buffers.is_empty()
+            && self.fresh.buffers.is_empty()
     }
 
     pub fn buffered_branches(&self) -> usize {
-        self.buffers.len()
+        self.buffers.len() + self.fresh.buffers.len()
     }
 
     /// Appends `batch` for `key`; frames that must leave now are pushed to `out` in order.
@@ -189,6 +294,28 @@ impl RouteBuffers {
                 times,
             });
             return None;
+        }
+        if self.fresh_lane && batch.num_rows() > 0 {
+            if let Some(deadline) = self.fresh_deadline(batch.num_rows(), now) {
+                debug_assert!(
+                    self.fresh.buffers.len() > MAX_CHECKED_FRESH_BUFFERS
+                        || self.fresh.buffers.iter().all(|fresh| fresh.key != key),
+                    "one pass appended twice to a branch"
+                );
+                let earliest_ns = earliest_time_ns(times.as_ref());
+                let part = Part {
+                    batch,
+                    runs,
+                    times,
+                    earliest_ns,
+                };
+                let opened = *openings;
+                *openings += 1;
+                self.fresh.buffers.push(FreshBuffer { key, opened, part });
+                return Some(deadline);
+            }
+            // Not a buffer the lane can hold: this pass takes the map from here on.
+            self.index_fresh();
         }
         // Sizing a batch reads every column; FLUSH IMMEDIATE has no byte bound to check.
         let bytes = if self.policy.counts_bytes() {
@@ -282,6 +409,23 @@ impl RouteBuffers {
     /// downstream watermark past them. Returns the earliest deadline of the buffers left, as
     /// [`RouteBuffers::next_deadline`] (in the same pass).
     pub fn tick(&mut self, now: Now, out: &mut Vec<Flushed>) -> (Option<i64>, Option<u64>) {
+        self.fresh_lane = false;
+        if self
+            .fresh
+            .deadline
+            .is_some_and(|deadline| deadline.is_reached(now))
+        {
+            // Every fresh buffer is due at once: each is its one part's frame.
+            self.fresh.deadline = None;
+            out.extend(self.fresh.buffers.drain(..).map(|fresh| {
+                let (frame, earliest_ns) = fresh.part.into_frame(&fresh.key);
+                Flushed {
+                    opened: fresh.opened,
+                    earliest_ns,
+                    frame,
+                }
+            }));
+        }
         // Past this many due entries in one tick, one pass over every buffer is cheaper than
         // popping the rest one by one (module docs).
         let scan_after = (self.buffers.len() / SCAN_FRACTION).max(SCAN_MIN_DUE);
@@ -353,6 +497,7 @@ impl RouteBuffers {
     /// Adopts `policy` (a dynamic ALTER of the route's FLUSH): every buffer is evaluated
     /// against it at `now` ([`RouteFlusher::set_policy`]); those it finds due or full flush.
     pub fn set_policy(&mut self, policy: FlushPolicy, now: Now, out: &mut Vec<Flushed>) {
+        self.index_fresh();
         if policy == self.policy {
             return;
         }
@@ -388,6 +533,7 @@ impl RouteBuffers {
     /// Flushes everything (model alteration, stop, shutdown), or one branch's buffer (its
     /// eviction).
     pub fn force_flush(&mut self, only: Option<&BranchKey>, out: &mut Vec<Flushed>) {
+        self.index_fresh();
         let (schema, frames) = (&self.schema, self.frames);
         let mut flush = |key: &BranchKey, mut buffer: Buffer| {
             buffer.flusher.force_flush();
@@ -424,6 +570,7 @@ impl RouteBuffers {
         if let Some(Reverse(due)) = self.due.peek() {
             lower_to(&mut earliest, Some(due.deadline));
         }
+        lower_to(&mut earliest, self.fresh.deadline);
         earliest
     }
 }
@@ -716,5 +863,130 @@ mod due_index_tests {
         route.force_flush(None, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(route.next_deadline(), (None, None));
+    }
+
+    /// One pass of `keys` (distinct) at `now` through `route`, each a one-row batch valued
+    /// `value`; `passes` says whether the route is told passes begin (the fresh lane) or not
+    /// (every append takes the map).
+    fn pass(
+        route: &mut RouteBuffers,
+        keys: &[u8],
+        value: i64,
+        now: Now,
+        passes: bool,
+        openings: &mut u64,
+    ) -> Vec<super::Frame> {
+        if passes {
+            route.begin_pass();
+        }
+        let mut out = Vec::new();
+        for branch in keys {
+            route.append(
+                key(*branch),
+                one_row(value),
+                Vec::new(),
+                None,
+                now,
+                openings,
+                &mut out,
+            );
+        }
+        out
+    }
+
+    /// What a flush released, in a comparable order: (opened, branch, values).
+    fn released(out: Vec<super::Flushed>) -> Vec<(u64, BranchKey, Vec<i64>)> {
+        let mut released: Vec<(u64, BranchKey, Vec<i64>)> = out
+            .into_iter()
+            .map(|flushed| {
+                let values = flushed
+                    .frame
+                    .batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("values")
+                    .values()
+                    .to_vec();
+                (flushed.opened, flushed.frame.key, values)
+            })
+            .collect();
+        released.sort();
+        released
+    }
+
+    #[test]
+    fn a_pass_opening_fresh_buffers_flushes_them_together_at_its_deadline() {
+        let mut route = RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::JoinSmallParts);
+        let mut openings = 0;
+        let opened_at = Now::new(0, 5_000);
+        assert!(pass(&mut route, &[1, 2, 3], 7, opened_at, true, &mut openings).is_empty());
+        assert_eq!(route.buffered_branches(), 3);
+        assert!(route.buffers.is_empty(), "held as a list, not in the map");
+        let deadline = 5_000 + nervix_shards::flush::IMMEDIATE_WINDOW_NS;
+        assert_eq!(route.next_deadline(), (None, Some(deadline)));
+        let mut out = Vec::new();
+        route.tick(Now::new(0, deadline - 1), &mut out);
+        assert!(out.is_empty());
+        route.tick(Now::new(0, deadline), &mut out);
+        assert_eq!(
+            released(out),
+            vec![
+                (0, key(1), vec![7]),
+                (1, key(2), vec![7]),
+                (2, key(3), vec![7])
+            ]
+        );
+        assert_eq!(route.buffered_branches(), 0);
+        assert_eq!(route.next_deadline(), (None, None));
+    }
+
+    proptest::proptest! {
+        /// Passes through the fresh lane release exactly what the same appends release through
+        /// the map: the same frames (branch, rows in order, opening number) at the same ticks,
+        /// whatever passes, ticks and forced flushes come in between.
+        #[test]
+        fn fresh_buffers_release_what_mapped_buffers_do(
+            steps in proptest::collection::vec(
+                (0u8..4, proptest::collection::btree_set(0u8..6, 0..5), 0u64..150_000),
+                1..40,
+            ),
+        ) {
+            let immediate = || RouteBuffers::new(FlushPolicy::Immediate, schema(), Frames::JoinSmallParts);
+            let (mut fresh, mut mapped) = (immediate(), immediate());
+            let (mut fresh_openings, mut mapped_openings) = (0, 0);
+            let mut physical_ns = 0u64;
+            for (step, (kind, keys, advance_ns)) in steps.into_iter().enumerate() {
+                physical_ns += advance_ns;
+                let now = Now::new(0, physical_ns);
+                let (mut from_fresh, mut from_mapped) = (Vec::new(), Vec::new());
+                match kind {
+                    0 | 1 => {
+                        let keys: Vec<u8> = keys.into_iter().collect();
+                        let value = step as i64;
+                        // An append may flush first what waited past its deadline untimed.
+                        let frames = |frames: Vec<super::Frame>| -> Vec<(BranchKey, usize)> {
+                            frames.into_iter().map(|f| (f.key, f.batch.num_rows())).collect()
+                        };
+                        proptest::prop_assert_eq!(
+                            frames(pass(&mut fresh, &keys, value, now, true, &mut fresh_openings)),
+                            frames(pass(&mut mapped, &keys, value, now, false, &mut mapped_openings))
+                        );
+                    }
+                    2 => {
+                        let left = fresh.tick(now, &mut from_fresh);
+                        proptest::prop_assert_eq!(left, mapped.tick(now, &mut from_mapped));
+                    }
+                    _ => {
+                        let only = keys.first().map(|branch| key(*branch));
+                        fresh.force_flush(only.as_ref(), &mut from_fresh);
+                        mapped.force_flush(only.as_ref(), &mut from_mapped);
+                    }
+                }
+                proptest::prop_assert_eq!(released(from_fresh), released(from_mapped));
+                proptest::prop_assert_eq!(fresh.buffered_branches(), mapped.buffered_branches());
+                proptest::prop_assert_eq!(fresh.next_deadline(), mapped.next_deadline());
+            }
+        }
     }
 }

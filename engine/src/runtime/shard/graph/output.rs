@@ -57,6 +57,8 @@ impl Graph {
             });
             self.touch_branches(branch, keys, at.now.physical_ns);
         }
+        // The groups have distinct branches: one pass of the route's buffers.
+        self.node_mut(node).routes[route_index].begin_pass();
         let mut grouped_offset = 0usize;
         for group in output.groups {
             let runs = match frame.acks.as_slice() {
