@@ -499,7 +499,15 @@ impl Graph {
         };
         let node_watermark = watermark_ns;
         // One lookup: a key clone copies inline bytes or counts a reference, never allocates.
-        let state = windows.entry(frame.key.clone()).or_default();
+        // A branch without a window opens one here, built aside and moved into the map once
+        // it holds rows: the map's slot for it is a cache miss on a large map, and reading
+        // fields back from the slot just written would wait for that line, while moving the
+        // finished state in only stores to it.
+        let mut opened = WindowState::default();
+        let (state, vacant) = match windows.entry(frame.key.clone()) {
+            Entry::Occupied(entry) => (entry.into_mut(), None),
+            Entry::Vacant(entry) => (&mut opened, Some(entry)),
+        };
         // Every open window's (due, branch) is in the index already.
         let indexed_due = state.due_ns(window);
         let bytes = crate::runtime::exec::window::args_bytes(&args);
@@ -522,7 +530,9 @@ impl Graph {
                     cx.transfer(run.root, run.rows as u64, 0);
                 }
             }
-            self.forget_empty_window(index, &frame.key);
+            if vacant.is_none() {
+                self.forget_empty_window(index, &frame.key);
+            }
             return;
         }
         let retained_acks = keep_units(frame, kept, detached, nacked, cx);
@@ -551,6 +561,15 @@ impl Graph {
         if let Some(due) = due.filter(|due| Some(*due) != indexed_due) {
             due_index.insert((due, frame.key.clone()));
         }
+        match vacant {
+            Some(entry) if holds_rows => {
+                entry.insert(opened);
+            }
+            // Nothing admitted: the window is not opened.
+            Some(_) => {}
+            None if !holds_rows => self.forget_empty_window(index, &frame.key),
+            None => {}
+        }
         self.work_changed = true;
         if let Some(due) = due {
             self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
@@ -561,9 +580,6 @@ impl Graph {
         if advanced || branch_due {
             let only = (!advanced).then_some(&frame.key);
             self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
-        }
-        if !holds_rows {
-            self.forget_empty_window(index, &frame.key);
         }
     }
 
