@@ -20,7 +20,8 @@ use arrow_schema::{DataType as ArrowType, Field, Schema};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use nervix::nspl::parse_expression;
 use nervix::runtime::aggregate::{AggregateCall, Finished};
-use nervix::runtime::exec::window::WindowState;
+use nervix::runtime::exec::window::{RunArgs, WindowState};
+use nervix::runtime::frame::AckRuns;
 use nervix::runtime::plan::{WindowCall, WindowPlan};
 use nervix::types::{check, DataType, ExprContext, FieldType, Scope};
 use nervix::vm::{ColumnSlot, Program};
@@ -136,9 +137,9 @@ impl Windows {
             state
                 .admit(
                     times.slice(offset, ROWS_PER_WINDOW),
-                    vec![values.slice(offset, ROWS_PER_WINDOW)],
+                    RunArgs::from_iter([values.slice(offset, ROWS_PER_WINDOW)]),
                     ROWS_PER_WINDOW,
-                    Vec::new(),
+                    AckRuns::new(),
                 )
                 .expect("admit");
             if let Some(due) = state.due_ns(&self.plan) {
