@@ -78,6 +78,7 @@
 //! against DESIGN §10's 1 KiB per idle branch.
 
 use std::borrow::Borrow;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::mem::size_of;
@@ -347,10 +348,24 @@ where
         };
 
         let owned = K::from(key);
-        let entry = Some((owned.clone(), make()));
-        let at = if self.free_head == NO_NODE {
+        let at = self.place(owned.clone(), make(), stamp_ns);
+        self.index.insert(owned, at);
+        self.enqueue(at);
+        self.compact_if_stale();
+        self.check_invariants();
+        Touched {
+            created: true,
+            evicted,
+        }
+    }
+
+    /// Puts a new branch into a free node (or a new one) stamped `stamp_ns`; returns the node.
+    /// The caller indexes and enqueues it. The population must be below the bound.
+    fn place(&mut self, key: K, state: V, stamp_ns: u64) -> u32 {
+        let entry = Some((key, state));
+        if self.free_head == NO_NODE {
             // The free list is empty only when every slot is live, so the slab length equals the
-            // population, which is below the bound (≤ MAX_TABLE_INSTANCES) after the eviction.
+            // population, which is below the bound (≤ MAX_TABLE_INSTANCES).
             let at = self.nodes.len() as u32;
             self.nodes.push(Node {
                 seq: 0,
@@ -368,15 +383,40 @@ where
             node.last_input_ns = stamp_ns;
             node.entry = entry;
             at
-        };
-        self.index.insert(owned, at);
-        self.enqueue(at);
-        self.compact_if_stale();
-        self.check_invariants();
-        Touched {
-            created: true,
-            evicted,
         }
+    }
+
+    /// A touch of `key`, which the batch's lookup did not find, when no eviction can be needed:
+    /// one map probe finds it (a key listed twice in the batch, inserted by its first touch) or
+    /// the slot to insert it in, instead of a lookup and then an insert.
+    fn touch_unfound<Q>(&mut self, key: &Q, now_ns: u64, make: impl FnOnce() -> V)
+    where
+        K: Borrow<Q> + for<'q> From<&'q Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let stamp_ns = self.stamp(now_ns);
+        let owned = K::from(key);
+        let found = match self.index.entry(owned) {
+            Entry::Occupied(entry) => Some(*entry.get()),
+            Entry::Vacant(entry) => {
+                let owned = entry.key().clone();
+                // The node it will take: nothing else takes one before it is placed below.
+                let at = match self.free_head {
+                    NO_NODE => self.nodes.len() as u32,
+                    free => free,
+                };
+                entry.insert(at);
+                let placed = self.place(owned, make(), stamp_ns);
+                debug_assert_eq!(placed, at, "the node indexed is the node placed");
+                self.enqueue(at);
+                self.compact_if_stale();
+                None
+            }
+        };
+        if let Some(at) = found {
+            self.retouch(at, stamp_ns);
+        }
+        self.check_invariants();
     }
 
     /// [`BranchTable::touch_or_insert`] for each of `keys` in turn, at physical instant
@@ -386,8 +426,8 @@ where
     /// one up, so one by one the misses come in turn; looked up back to back, they overlap. A
     /// node found stays the key's until its touch because nothing leaves the table in between
     /// unless an insert reaches the bound, so when the new keys could reach it, the keys are
-    /// touched one by one instead. A new key listed twice is found by its second touch, which
-    /// goes through [`BranchTable::touch_or_insert`] like every key not found.
+    /// touched one by one instead. A key the lookups did not find is inserted by one map probe
+    /// that also finds it when it was listed twice (its first touch inserted it).
     pub fn touch_all<'q, Q>(
         &mut self,
         keys: impl Iterator<Item = &'q Q> + Clone,
@@ -413,6 +453,8 @@ where
                 let stamp_ns = self.stamp(now_ns);
                 self.retouch(at, stamp_ns);
                 self.check_invariants();
+            } else if no_eviction {
+                self.touch_unfound(key, now_ns, &mut make);
             } else {
                 evicted.extend(self.touch_or_insert(key, now_ns, &mut make).evicted);
             }
