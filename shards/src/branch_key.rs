@@ -58,6 +58,14 @@ impl<B: AsRef<[u8]>> BranchKey<B> {
             Self::Key(bytes) => BranchKey::Key(KeyBytes::new(bytes.as_ref())),
         }
     }
+
+    /// The key's bytes; None for the unbranched root.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Self::Unbranched => None,
+            Self::Key(bytes) => Some(bytes.as_ref()),
+        }
+    }
 }
 
 /// How maps keyed by branch keys (or their bytes) hash on the data path: foldhash, seeded per

@@ -348,7 +348,13 @@ where
         };
 
         let owned = K::from(key);
-        let at = self.place(owned.clone(), make(), stamp_ns);
+        let at = Self::place(
+            &mut self.nodes,
+            &mut self.free_head,
+            owned.clone(),
+            make(),
+            stamp_ns,
+        );
         self.index.insert(owned, at);
         self.enqueue(at);
         self.compact_if_stale();
@@ -359,15 +365,23 @@ where
         }
     }
 
-    /// Puts a new branch into a free node (or a new one) stamped `stamp_ns`; returns the node.
-    /// The caller indexes and enqueues it. The population must be below the bound.
-    fn place(&mut self, key: K, state: V, stamp_ns: u64) -> u32 {
+    /// Puts a new branch into a free node of `nodes` (the free list starting at `free_head`) or a
+    /// new one, stamped `stamp_ns`; returns the node. The caller indexes and enqueues it. The
+    /// population must be below the bound. It takes the slab's fields alone so a caller can
+    /// place a node while it holds a map entry.
+    fn place(
+        nodes: &mut Vec<Node<K, V>>,
+        free_head: &mut u32,
+        key: K,
+        state: V,
+        stamp_ns: u64,
+    ) -> u32 {
         let entry = Some((key, state));
-        if self.free_head == NO_NODE {
+        if *free_head == NO_NODE {
             // The free list is empty only when every slot is live, so the slab length equals the
             // population, which is below the bound (≤ MAX_TABLE_INSTANCES).
-            let at = self.nodes.len() as u32;
-            self.nodes.push(Node {
+            let at = nodes.len() as u32;
+            nodes.push(Node {
                 seq: 0,
                 last_input_ns: stamp_ns,
                 next_free: NO_NODE,
@@ -375,10 +389,10 @@ where
             });
             at
         } else {
-            let at = self.free_head;
-            let node = &mut self.nodes[at as usize];
+            let at = *free_head;
+            let node = &mut nodes[at as usize];
             debug_assert!(node.entry.is_none(), "free list holds a live node {at}");
-            self.free_head = node.next_free;
+            *free_head = node.next_free;
             node.next_free = NO_NODE;
             node.last_input_ns = stamp_ns;
             node.entry = entry;
@@ -400,14 +414,14 @@ where
             Entry::Occupied(entry) => Some(*entry.get()),
             Entry::Vacant(entry) => {
                 let owned = entry.key().clone();
-                // The node it will take: nothing else takes one before it is placed below.
-                let at = match self.free_head {
-                    NO_NODE => self.nodes.len() as u32,
-                    free => free,
-                };
+                let at = Self::place(
+                    &mut self.nodes,
+                    &mut self.free_head,
+                    owned,
+                    make(),
+                    stamp_ns,
+                );
                 entry.insert(at);
-                let placed = self.place(owned, make(), stamp_ns);
-                debug_assert_eq!(placed, at, "the node indexed is the node placed");
                 self.enqueue(at);
                 self.compact_if_stale();
                 None

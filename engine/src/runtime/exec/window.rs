@@ -444,8 +444,8 @@ impl WindowState {
         if self.runs.iter().all(|run| writes_plain(plan, run)) {
             out.push(RowsEncoding::Values as u8);
             out.extend_from_slice(&[0; 4]);
-            for column in self.runs.iter().flat_map(run_columns) {
-                out.extend_from_slice(plain_values(column.as_ref()).unwrap_or_default());
+            for values in self.runs.iter().flat_map(run_values) {
+                out.extend_from_slice(values);
             }
         } else {
             out.push(RowsEncoding::Ipc as u8);
@@ -604,23 +604,29 @@ fn column_types(plan: &WindowPlan) -> impl Iterator<Item = &DataType> {
         .chain(plan.calls.iter().flat_map(|call| call.call.arg_types()))
 }
 
-/// A run's columns in snapshot order: the row times, then each call's arguments.
-fn run_columns(run: &Retained) -> impl Iterator<Item = ArrayRef> + '_ {
-    let times: ArrayRef = std::sync::Arc::new(Int64Array::new(run.times.clone(), None));
-    std::iter::once(times).chain(run.args.iter().cloned())
-}
-
-/// Whether `run` can be written as plain values ([`RowsEncoding::Values`]): every column a
-/// fixed-width primitive of the model's type, without nulls.
+/// Whether `run` can be written as plain values ([`RowsEncoding::Values`]): every argument a
+/// fixed-width primitive of the model's type, without nulls (the row times always are: a bare
+/// `I64` buffer).
 fn writes_plain(plan: &WindowPlan, run: &Retained) -> bool {
-    let mut types = column_types(plan);
-    run_columns(run).all(|column| {
+    let mut types = column_types(plan).skip(1);
+    run.args.iter().all(|column| {
         types.next().is_some_and(|ty| {
             column.data_type() == ty
                 && column.null_count() == 0
                 && plain_values(column.as_ref()).is_some()
         })
     }) && types.next().is_none()
+}
+
+/// A run's plain values in snapshot column order: the row times, then each call's arguments
+/// (a run [`writes_plain`] accepts).
+fn run_values(run: &Retained) -> impl Iterator<Item = &[u8]> + '_ {
+    let times: &[u8] = run.times.inner().as_slice();
+    let args = run
+        .args
+        .iter()
+        .map(|column| plain_values(column.as_ref()).unwrap_or_default());
+    std::iter::once(times).chain(args)
 }
 
 /// The values of a primitive array without nulls, exactly its rows (a slice's own range).

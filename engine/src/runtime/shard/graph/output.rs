@@ -3,7 +3,6 @@
 //! failed into their route's ON MESSAGE ERROR policy (IGNORE, LOG, or SEND TO error records).
 
 use arrow_array::{Array, ArrayRef, UInt32Array};
-use nervix_shards::branch_key::BranchKey;
 
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::exec::error_record;
@@ -51,10 +50,7 @@ impl Graph {
         // together, the misses overlap and the first count waits once, not once per group.
         let target_branch = self.plan.relays.get(route.target).and_then(|r| r.branch);
         if let Some(branch) = target_branch {
-            let keys = output.groups.iter().filter_map(|group| match &group.key {
-                BranchKey::Key(bytes) => Some(bytes.as_ref()),
-                BranchKey::Unbranched => None,
-            });
+            let keys = output.groups.iter().filter_map(|group| group.key.bytes());
             self.touch_branches(branch, keys, at.now.physical_ns);
         }
         // The groups have distinct branches: one pass of the route's buffers.

@@ -266,10 +266,7 @@ impl Graph {
                         let touched = groups
                             .iter()
                             .flat_map(|group| group.input_rows.values().iter())
-                            .filter_map(|row| match &keys[*row as usize] {
-                                BranchKey::Key(bytes) => Some(bytes.as_ref()),
-                                BranchKey::Unbranched => None,
-                            });
+                            .filter_map(|row| keys[*row as usize].bytes());
                         self.touch_branches(branch, touched, at.now.physical_ns);
                     }
                     groups
