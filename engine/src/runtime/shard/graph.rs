@@ -61,7 +61,7 @@ use crate::runtime::plan::{
     DomainPlan, ErrorPlan, NodeWork, RelayId, RoutePlan, StatePlan, StatePolicyPlan,
 };
 pub use delivery_budget::DeliveryBudget;
-use flush_order::RouteFlush;
+use flush_order::{FlushScratch, RouteFlush};
 pub use snapshot::{PassBudget, SnapshotScope};
 use work::{Kept, WorkState};
 
@@ -227,6 +227,8 @@ pub struct Graph {
     /// first write misses the cache, and the frame's next reference count waited for it.
     /// Each holds as many entries as the most acknowledgement runs a frame had.
     run_scratch: (Vec<u64>, Vec<bool>),
+    /// `flush_routes`'s vectors, kept between flushes.
+    flush_scratch: FlushScratch,
     /// The domain is held for a model change (`work::flush_for_pause`): every tick
     /// force-flushes, reorder buffers included, until the new graph replaces this one.
     holding: bool,
@@ -385,6 +387,7 @@ impl Graph {
             snapshot_round: VecDeque::new(),
             evicting: false,
             run_scratch: (Vec::new(), Vec::new()),
+            flush_scratch: FlushScratch::default(),
             holding: false,
             plan,
         }

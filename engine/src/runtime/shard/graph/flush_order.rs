@@ -78,7 +78,16 @@ impl Graph {
     pub(super) fn flush_routes(&mut self, which: RouteFlush<'_>, at: Instant, cx: &mut Ctx<'_>) {
         let plan = self.plan.clone();
         let nodes = self.node_refs(true);
-        let mut out: Vec<(Flushed, NodeRef, RelayId)> = Vec::new();
+        // Kept between calls: a tick can flush thousands of frames (Nexmark q5's 8,192-bid
+        // batches fan out into as many branches), and growing fresh vectors of that many
+        // frames, then copying them into the sorted order, cost more than the sort. A flush
+        // reached from inside this one (a publish delivers to a node that flushes) finds them
+        // taken and uses fresh ones.
+        let FlushScratch {
+            mut out,
+            mut frames,
+            mut order,
+        } = std::mem::take(&mut self.flush_scratch);
         let (mut due_logical, mut due_physical) = (None, None);
         for node in nodes {
             let routes = match node {
@@ -87,7 +96,6 @@ impl Graph {
                 NodeRef::Emitter(i) => std::slice::from_ref(&plan.emitters[i].route),
             };
             for (route, buffers) in self.node_mut(node).routes.iter_mut().enumerate() {
-                let mut frames = Vec::new();
                 let target = match node {
                     NodeRef::Emitter(_) => usize::MAX,
                     _ => routes[route].target,
@@ -105,7 +113,7 @@ impl Graph {
                 };
                 due_logical = min_opt(due_logical, logical);
                 due_physical = min_opt(due_physical, physical);
-                out.extend(frames.into_iter().map(|f| (f, node, target)));
+                out.extend(frames.drain(..).map(|f| Some((f, node, target))));
             }
         }
         // Earliest event time first, then oldest buffer, across every route: one input batch
@@ -116,32 +124,30 @@ impl Graph {
         // frames of one buffer share its earliest time, so they keep their row order; they are
         // adjacent in `out` (a buffer's flush emits them together, and `opened` names one
         // buffer), so that time is the least over each run of equal `opened`.
-        let mut keys: Vec<(Option<i64>, u64)> = Vec::with_capacity(out.len());
-        for buffer in out.chunk_by(|a, b| a.0.opened == b.0.opened) {
+        let opened = |slot: &Option<(Flushed, NodeRef, RelayId)>| slot.as_ref().map(|s| s.0.opened);
+        for buffer in out.chunk_by(|a, b| opened(a) == opened(b)) {
             // `Option`'s order puts `None` first: one untimed frame makes the buffer untimed.
             // (Each frame's earliest time was taken when its rows were appended.)
             let earliest = buffer
                 .iter()
+                .flatten()
                 .map(|(flushed, _, _)| flushed.earliest_ns)
                 .min()
                 .flatten();
-            keys.extend(std::iter::repeat_n(
-                (earliest, buffer[0].0.opened),
-                buffer.len(),
-            ));
+            let key = (earliest, opened(&buffer[0]).unwrap_or(0));
+            let first = order.len();
+            order.extend((first..first + buffer.len()).map(|position| (key, position)));
         }
         // Sorted as (key, position) pairs, then taken in that order: a flush can hold
         // thousands of frames, and moving them whole through the sort cost more than the
         // comparisons. The position breaks ties, so the order is the stable one.
-        let mut order: Vec<((Option<i64>, u64), usize)> = keys.into_iter().zip(0usize..).collect();
         order.sort_unstable();
-        let mut slots: Vec<Option<_>> = out.into_iter().map(Some).collect();
         self.route_due = (due_logical, due_physical);
         // Consecutive frames of one node are published together (`publish_all` may merge them).
         let mut from_node: Option<NodeRef> = None;
         let mut publishing: Vec<(RelayId, Frame)> = Vec::new();
-        for (_, position) in order {
-            let Some((Flushed { frame, .. }, node, relay)) = slots[position].take() else {
+        for (_, position) in order.drain(..) {
+            let Some((Flushed { frame, .. }, node, relay)) = out[position].take() else {
                 continue;
             };
             if from_node != Some(node) {
@@ -160,7 +166,21 @@ impl Graph {
         if let Some(from) = from_node {
             self.publish_all(from, publishing, at, cx);
         }
+        out.clear();
+        self.flush_scratch = FlushScratch { out, frames, order };
     }
+}
+
+/// [`Graph::flush_routes`]'s vectors, kept between calls (empty between them); each holds as
+/// many entries as the largest flush had frames.
+#[derive(Default)]
+pub(super) struct FlushScratch {
+    /// The flushed frames with their node and target relay, in flush order; taken in `order`.
+    out: Vec<Option<(Flushed, NodeRef, RelayId)>>,
+    /// One route's flush.
+    frames: Vec<Flushed>,
+    /// (earliest time, opening, position in `out`), sorted into publishing order.
+    order: Vec<((Option<i64>, u64), usize)>,
 }
 
 #[cfg(test)]
