@@ -31,16 +31,17 @@
 //!
 //! # Why it is correct
 //!
-//! Live branches sit in a slab of nodes addressed by `u32` indices, with a `HashMap` from key to
-//! node index, and a **touch queue**: one entry `(sequence, node)` is appended per touch, oldest
-//! first. Each touch takes the next number of a table-wide sequence and writes it into the node;
-//! an entry is *live* when its node holds a branch and carries that same number, so each live
-//! branch has exactly one live entry — its latest touch — and every earlier entry of it (or of a
-//! freed node whose slot was reused: sequence numbers never repeat) is *stale* and skipped. The
-//! live entries in queue order are therefore the branches from least to most recently touched,
-//! exactly the order a linked list relinked on every touch would keep, but a touch writes only
-//! the node and the queue's tail: it never visits the neighbours a relink would unlink it from
-//! (two cache misses per touch on a table of 100,000 branches, Nexmark q5's).
+//! Live branches sit in a slab of nodes addressed by `u32` indices, each holding its key, with a
+//! hash table of node indices alone (a probe compares the key in the node it names; growing
+//! rehashes each key from its node), and a **touch queue**: one entry `(sequence, node)` is
+//! appended per touch, oldest first. Each touch takes the next number of a table-wide sequence and
+//! writes it into the node; an entry is *live* when its node holds a branch and carries that same
+//! number, so each live branch has exactly one live entry — its latest touch — and every earlier
+//! entry of it (or of a freed node whose slot was reused: sequence numbers never repeat) is *stale*
+//! and skipped. The live entries in queue order are therefore the branches from least to most
+//! recently touched, exactly the order a linked list relinked on every touch would keep, but a
+//! touch writes only the node and the queue's tail: it never visits the neighbours a relink would
+//! unlink it from (two cache misses per touch on a table of 100,000 branches, Nexmark q5's).
 //!
 //! **LRU order is last-input order.** Every touch stamps the node with an instant no earlier than
 //! any stamp already in the table (a `now_ns` that goes backwards is clamped to the latest instant
@@ -69,21 +70,23 @@
 //! An idle branch costs one slab node, one map entry and up to two queue entries. Beside `K` and
 //! `V`, a node holds its sequence number, a `u64` last-input instant, a free-list link and the
 //! discriminant of the `Option` that marks free nodes (often folded into a niche of `K` or `V`); a
-//! map entry holds a `u32` index and one hashbrown control byte; a queue entry is a sequence
-//! number and an index. The key is stored twice (once in the map, once in the node so LRU and TTL
-//! evictions can find the map entry): for `K = Box<[u8]>` that is a second 16-byte box plus the key
-//! bytes again. [`BranchTable::OVERHEAD_BYTES_PER_BRANCH`] computes the fixed part for the concrete
-//! `K` and `V`; the `shards_branch_lifecycle` tests check the whole per-branch figure, including
-//! the second key copy, map load-factor slack and preallocated-but-free slab and queue space,
-//! against DESIGN §10's 1 KiB per idle branch.
+//! map entry is a `u32` node index and one hashbrown control byte; a queue entry is a sequence
+//! number and an index. The key is stored once, in the node: the map holds no key, so its bucket
+//! array stays small enough to keep in cache on large tables (4-byte buckets where a `(K, u32)`
+//! entry would be 32 bytes for a 24-byte key). [`BranchTable::OVERHEAD_BYTES_PER_BRANCH`] computes
+//! the fixed part for the concrete `K` and `V`; the `shards_branch_lifecycle` tests check the whole
+//! per-branch figure, including map load-factor slack and preallocated-but-free slab and queue
+//! space, against DESIGN §10's 1 KiB per idle branch.
 
 use std::borrow::Borrow;
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
-use std::hash::Hash;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
 use std::mem::size_of;
 
+use hashbrown::hash_table::{Entry, HashTable};
 use thiserror::Error;
+
+use crate::branch_key::KeyHashState;
 
 /// Largest population one table can hold, in branches: the `u32` node index space, with
 /// `u32::MAX` reserved as the free list's end. Also the effective bound of a table without
@@ -169,9 +172,9 @@ pub struct InvalidMaxInstances {
     pub max_instances: u32,
 }
 
-/// The answer of [`BranchTable::touch_or_insert`]. It carries no reference to the branch's state:
-/// finding the state reads the branch's node, which a touch otherwise only writes (see
-/// `retouch`); a caller that needs it asks [`BranchTable::get_mut`].
+/// The answer of [`BranchTable::touch_or_insert`]. It carries no reference to the branch's state,
+/// so it holds no borrow of the table; a caller that needs the state asks
+/// [`BranchTable::get_mut`].
 #[derive(Debug)]
 pub struct Touched<K, V> {
     /// Whether the branch was created by this call (its state came from `make`).
@@ -207,6 +210,28 @@ fn is_live<K, V>(nodes: &[Node<K, V>], touch: Touch) -> bool {
     node.entry.is_some() && node.seq == touch.seq
 }
 
+/// Whether node `at` holds branch `key`: the map's equality, as the map holds no keys.
+fn holds<K, V, Q>(nodes: &[Node<K, V>], at: u32, key: &Q) -> bool
+where
+    K: Borrow<Q>,
+    Q: Eq + ?Sized,
+{
+    nodes[at as usize]
+        .entry
+        .as_ref()
+        .is_some_and(|(k, _)| k.borrow() == key)
+}
+
+/// The hash of the key in node `at`, which the map needs to move the node's entry when it grows.
+/// The map names live nodes only, and a node is placed before its index is inserted.
+fn hash_at<K: Hash, V>(hasher: &KeyHashState, nodes: &[Node<K, V>], at: u32) -> u64 {
+    let (key, _) = nodes[at as usize]
+        .entry
+        .as_ref()
+        .expect("the map names live nodes only");
+    hasher.hash_one(key)
+}
+
 /// The live concrete branches of one branch declaration on one shard; see the module docs.
 #[derive(Debug)]
 pub struct BranchTable<K, V> {
@@ -214,7 +239,10 @@ pub struct BranchTable<K, V> {
     /// `MAX INSTANCES`, if declared.
     max_instances: Option<u32>,
     nodes: Vec<Node<K, V>>,
-    index: HashMap<K, u32, crate::branch_key::KeyHashState>,
+    /// The live branches' node indices, hashed by their nodes' keys with `hasher`.
+    index: HashTable<u32>,
+    /// Hashes keys for `index`. `K: Borrow<Q>` makes a borrowed `Q` hash as its `K` does.
+    hasher: KeyHashState,
     /// Touches, oldest first; its front is live whenever it is not empty.
     touches: VecDeque<Touch>,
     /// The sequence number the next touch takes.
@@ -231,14 +259,13 @@ impl<K, V> BranchTable<K, V>
 where
     K: Hash + Eq + Clone,
 {
-    /// Engine bytes an idle branch costs beside its `K` and `V`: the slab node's sequence number,
-    /// instant, free link and slot tag, the map entry's index and control byte, the second copy of
-    /// `K` the node keeps (its inline size; heap bytes a `K` owns come on top) and two queue
-    /// entries (the most a compacted queue holds per branch). Map load-factor slack is excluded.
+    /// Engine bytes an idle branch costs beside its `K` and `V` (its one key copy, in the node):
+    /// the slab node's sequence number, instant, free link and slot tag, the map entry's `u32`
+    /// index and control byte, and two queue entries (the most a compacted queue holds per
+    /// branch). Map load-factor slack is excluded.
     pub const OVERHEAD_BYTES_PER_BRANCH: usize =
         (size_of::<Node<K, V>>() - size_of::<K>() - size_of::<V>())
-            + (size_of::<(K, u32)>() + 1 - size_of::<K>())
-            + size_of::<K>()
+            + (size_of::<u32>() + 1)
             + 2 * size_of::<Touch>();
 
     /// A table for a declaration with `TTL ttl_ns` and, when declared, `MAX INSTANCES
@@ -261,7 +288,8 @@ where
             ttl_ns,
             max_instances,
             nodes: Vec::with_capacity(preallocated),
-            index: HashMap::with_capacity_and_hasher(preallocated, Default::default()),
+            index: HashTable::with_capacity(preallocated),
+            hasher: KeyHashState::default(),
             touches: VecDeque::with_capacity(preallocated),
             next_seq: 0,
             free_head: NO_NODE,
@@ -302,18 +330,37 @@ where
     }
 
     /// Bytes the table's slab, map and touch queue have allocated, excluding heap memory owned by
-    /// keys and states (map size estimated as its capacity × (entry + control byte)).
+    /// keys and states (the map's is its allocation: a `u32` and a control byte per bucket, and
+    /// one group's control bytes of padding).
     #[must_use]
     pub fn allocated_bytes(&self) -> usize {
         self.nodes
             .capacity()
             .saturating_mul(size_of::<Node<K, V>>())
-            .saturating_add(
-                self.index
-                    .capacity()
-                    .saturating_mul(size_of::<(K, u32)>() + 1),
-            )
+            .saturating_add(self.index.allocation_size())
             .saturating_add(self.touches.capacity().saturating_mul(size_of::<Touch>()))
+    }
+
+    /// The node of live branch `key`, whose hash is `hash`.
+    fn find<Q>(&self, hash: u64, key: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let nodes = &self.nodes;
+        self.index.find(hash, |&at| holds(nodes, at, key)).copied()
+    }
+
+    /// Takes node `at`, holding a key whose hash is `hash`, out of the map; whether it was there.
+    /// Matched by index, so the node need not be read (nor live any more).
+    fn unindex(&mut self, hash: u64, at: u32) -> bool {
+        match self.index.find_entry(hash, |&i| i == at) {
+            Ok(entry) => {
+                entry.remove();
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Records one accepted input for the branch `key` at physical instant `now_ns`: refreshes an
@@ -330,8 +377,9 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let stamp_ns = self.stamp(now_ns);
+        let hash = self.hasher.hash_one(key);
 
-        if let Some(&at) = self.index.get(key) {
+        if let Some(at) = self.find(hash, key) {
             self.retouch(at, stamp_ns);
             self.check_invariants();
             return Touched {
@@ -347,15 +395,17 @@ where
             None
         };
 
-        let owned = K::from(key);
         let at = Self::place(
             &mut self.nodes,
             &mut self.free_head,
-            owned.clone(),
+            K::from(key),
             make(),
             stamp_ns,
         );
-        self.index.insert(owned, at);
+        // Placed first: growing the map rehashes every entry from its node, this one's included.
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        self.index
+            .insert_unique(hash, at, |&i| hash_at(hasher, nodes, i));
         self.enqueue(at);
         self.compact_if_stale();
         self.check_invariants();
@@ -368,7 +418,7 @@ where
     /// Puts a new branch into a free node of `nodes` (the free list starting at `free_head`) or a
     /// new one, stamped `stamp_ns`; returns the node. The caller indexes and enqueues it. The
     /// population must be below the bound. It takes the slab's fields alone so a caller can
-    /// place a node while it holds a map entry.
+    /// place a node while it holds a vacant map entry.
     fn place(
         nodes: &mut Vec<Node<K, V>>,
         free_head: &mut u32,
@@ -409,15 +459,21 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let stamp_ns = self.stamp(now_ns);
-        let owned = K::from(key);
-        let found = match self.index.entry(owned) {
+        let hash = self.hasher.hash_one(key);
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        // The probe reserves room for a vacant entry (any growth rehashes here, while every
+        // indexed node is placed), so inserting the new node's index afterwards rehashes nothing.
+        let found = match self.index.entry(
+            hash,
+            |&at| holds(nodes, at, key),
+            |&at| hash_at(hasher, nodes, at),
+        ) {
             Entry::Occupied(entry) => Some(*entry.get()),
             Entry::Vacant(entry) => {
-                let owned = entry.key().clone();
                 let at = Self::place(
                     &mut self.nodes,
                     &mut self.free_head,
-                    owned,
+                    K::from(key),
                     make(),
                     stamp_ns,
                 );
@@ -456,7 +512,7 @@ where
         found.clear();
         found.extend(
             keys.clone()
-                .map(|key| self.index.get(key).copied().unwrap_or(NO_NODE)),
+                .map(|key| self.find(self.hasher.hash_one(key), key).unwrap_or(NO_NODE)),
         );
         let new_keys = found.iter().filter(|at| **at == NO_NODE).count();
         let bound = self.max_instances.unwrap_or(MAX_TABLE_INSTANCES) as usize;
@@ -521,7 +577,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let at = self.index.remove(key)?;
+        let nodes = &self.nodes;
+        let entry = self
+            .index
+            .find_entry(self.hasher.hash_one(key), |&at| holds(nodes, at, key))
+            .ok()?;
+        let (at, _) = entry.remove();
         let (_, state) = self.free(at)?;
         self.drop_stale_front();
         self.compact_if_stale();
@@ -537,7 +598,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let at = *self.index.get(key)?;
+        let at = self.find(self.hasher.hash_one(key), key)?;
         self.nodes[at as usize].entry.as_ref().map(|(_, v)| v)
     }
 
@@ -547,7 +608,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let at = *self.index.get(key)?;
+        let at = self.find(self.hasher.hash_one(key), key)?;
         self.nodes[at as usize].entry.as_mut().map(|(_, v)| v)
     }
 
@@ -558,7 +619,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let at = *self.index.get(key)?;
+        let at = self.find(self.hasher.hash_one(key), key)?;
         Some(self.nodes[at as usize].last_input_ns)
     }
 
@@ -581,11 +642,12 @@ where
 
     /// Makes live node `at` the most recently used, stamped `stamp_ns`.
     ///
-    /// It only writes the node, never reads it: on a large table the node is a cache miss, and
-    /// a read would hold up the touch until it arrives. Whether an end of the queue is `at`'s
-    /// live entry is known from the entry alone: the back entry is the latest touch of any
-    /// node, so one naming `at` is `at`'s latest (a slot freed and reused since was enqueued
-    /// again by its insert), and the front entry is always live.
+    /// It only writes the node, never reads it: on a large table the node may be a cache miss again
+    /// (in a batch, the later keys' lookups can push out the line this key's lookup brought in),
+    /// and a read would hold up the touch until it arrives. Whether an end of the queue is `at`'s
+    /// live entry is known from the entry alone: the back entry is the latest touch of any node, so
+    /// one naming `at` is `at`'s latest (a slot freed and reused since was enqueued again by its
+    /// insert), and the front entry is always live.
     fn retouch(&mut self, at: u32, stamp_ns: u64) {
         self.nodes[at as usize].last_input_ns = stamp_ns;
         // Already the newest entry: the order stays as it is.
@@ -634,12 +696,8 @@ where
         let front = self.touches.pop_front()?;
         debug_assert!(is_live(&self.nodes, front), "a stale entry at the front");
         let (key, state) = self.free(front.at)?;
-        let removed = self.index.remove(&key);
-        debug_assert_eq!(
-            removed,
-            Some(front.at),
-            "map and queue disagree on an evicted branch"
-        );
+        let removed = self.unindex(self.hasher.hash_one(&key), front.at);
+        debug_assert!(removed, "map and queue disagree on an evicted branch");
         self.drop_stale_front();
         self.counters.count(reason);
         Some((key, state))
@@ -682,8 +740,8 @@ where
                     );
                     let (key, _) = node.entry.as_ref().expect("a live entry's node is live");
                     debug_assert_eq!(
-                        self.index.get(key),
-                        Some(&touch.at),
+                        self.find(self.hasher.hash_one(key), key),
+                        Some(touch.at),
                         "map disagrees at {}",
                         touch.at
                     );
