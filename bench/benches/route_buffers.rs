@@ -12,6 +12,7 @@ use std::sync::Arc;
 use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use nervix::runtime::frame::AckRuns;
 use nervix::runtime::shard::buffers::{Frames, RouteBuffers};
 use nervix_shards::branch_key::BranchKey;
 use nervix_shards::flush::{FlushPolicy, Now};
@@ -43,7 +44,7 @@ fn filled() -> RouteBuffers {
         route.append(
             key,
             row.clone(),
-            Vec::new(),
+            AckRuns::new(),
             None,
             now,
             &mut openings,

@@ -26,8 +26,9 @@ pub type AckRuns = smallvec::SmallVec<[AckRun; 1]>;
 pub struct Frame {
     pub batch: RecordBatch,
     pub key: BranchKey,
-    /// Empty for rows that carry no acknowledgement (NO ACK, detached boundaries).
-    pub acks: Vec<AckRun>,
+    /// Empty for rows that carry no acknowledgement (NO ACK, detached boundaries); inline
+    /// when one payload's rows (most frames), so a frame costs no allocation for them.
+    pub acks: AckRuns,
     /// Per row, its event time (low watermark, ns since the epoch) as an I64 array, when its
     /// ingestor declared `TIMESTAMP AT <field>`; None otherwise (nodes then use their
     /// execution snapshot).
@@ -72,7 +73,7 @@ impl Frame {
         assert!(rows < self.num_rows(), "a split inside the frame");
         let rest = self.num_rows() - rows;
         let (head_acks, tail_acks) = split_runs(&self.acks, rows);
-        let part = |offset: usize, len: usize, acks: Vec<AckRun>| Frame {
+        let part = |offset: usize, len: usize, acks: AckRuns| Frame {
             batch: self.batch.slice(offset, len),
             key: self.key.clone(),
             acks,
@@ -84,8 +85,8 @@ impl Frame {
 
 /// For rows `input_rows` (ascending indices into a batch whose runs are `runs`), the runs of
 /// the derived rows and, added into `per_run`, how many derived rows each input run produced.
-pub fn derive_runs(runs: &[AckRun], input_rows: &UInt32Array, per_run: &mut [u64]) -> Vec<AckRun> {
-    let mut derived: Vec<AckRun> = Vec::new();
+pub fn derive_runs(runs: &[AckRun], input_rows: &UInt32Array, per_run: &mut [u64]) -> AckRuns {
+    let mut derived = AckRuns::new();
     let mut rows = input_rows.values().as_ref();
     let mut run_end = 0u64;
     // The rows ascend, so each run's derived rows are the prefix below its end, found by a
@@ -146,15 +147,15 @@ pub fn count_rows_per_run(runs: &[AckRun], rows: impl Iterator<Item = u32>, per_
 
 /// The runs of rows taken from a batch with runs `runs` in the order `order` (indices into
 /// the batch): one run per consecutive stretch of one root, so a payload's rows may be split.
-pub fn permuted_runs(runs: &[AckRun], order: &UInt32Array) -> Vec<AckRun> {
+pub fn permuted_runs(runs: &[AckRun], order: &UInt32Array) -> AckRuns {
     if runs.is_empty() {
-        return Vec::new();
+        return AckRuns::new();
     }
     let mut run_of_row: Vec<u32> = Vec::with_capacity(runs.iter().map(|r| r.rows as usize).sum());
     for (index, run) in runs.iter().enumerate() {
         run_of_row.extend(std::iter::repeat_n(index as u32, run.rows as usize));
     }
-    let mut out: Vec<AckRun> = Vec::new();
+    let mut out = AckRuns::new();
     for row in order.values().iter() {
         let Some(index) = run_of_row.get(*row as usize) else {
             continue;
@@ -169,9 +170,9 @@ pub fn permuted_runs(runs: &[AckRun], order: &UInt32Array) -> Vec<AckRun> {
 }
 
 /// Splits runs after their first `rows` rows: (the runs of those rows, the rest).
-pub fn split_runs(runs: &[AckRun], rows: usize) -> (Vec<AckRun>, Vec<AckRun>) {
-    let mut head = Vec::new();
-    let mut tail = Vec::new();
+pub fn split_runs(runs: &[AckRun], rows: usize) -> (AckRuns, AckRuns) {
+    let mut head = AckRuns::new();
+    let mut tail = AckRuns::new();
     let mut left = rows as u64;
     for run in runs {
         let take = (run.rows as u64).min(left);
@@ -205,7 +206,7 @@ pub fn take_times(times: Option<&ArrayRef>, rows: &UInt32Array) -> Option<ArrayR
 }
 
 /// Concatenates run lists in order, merging neighbours on the same root.
-pub fn append_runs(into: &mut Vec<AckRun>, more: &[AckRun]) {
+pub fn append_runs(into: &mut AckRuns, more: &[AckRun]) {
     for run in more {
         match into.last_mut() {
             Some(last) if last.root == run.root => last.rows += run.rows,
@@ -241,8 +242,8 @@ mod tests {
         let derived = derive_runs(&runs, &UInt32Array::from(vec![0, 2, 3, 4]), &mut per_run);
         assert_eq!(per_run, [2, 2]);
         assert_eq!(
-            derived,
-            vec![
+            derived.as_slice(),
+            [
                 AckRun {
                     root: handle(1),
                     rows: 2
@@ -302,14 +303,17 @@ mod tests {
             let rows: Vec<u32> = (0..total as u32).filter(|_| next(2) == 0).collect();
             let (mut fast, mut slow) = (vec![0u64; runs.len()], vec![0u64; runs.len()]);
             let derived = derive_runs(&runs, &UInt32Array::from(rows.clone()), &mut fast);
-            assert_eq!(derived, derive_runs_row_by_row(&runs, &rows, &mut slow));
+            assert_eq!(
+                derived.as_slice(),
+                derive_runs_row_by_row(&runs, &rows, &mut slow)
+            );
             assert_eq!(fast, slow, "runs {runs:?}, rows {rows:?}");
         }
     }
 
     #[test]
     fn appended_runs_merge_neighbours() {
-        let mut runs = vec![AckRun {
+        let mut runs: AckRuns = smallvec::smallvec![AckRun {
             root: handle(1),
             rows: 1,
         }];

@@ -412,13 +412,13 @@ impl OrderBuffer {
             let (head, tail) = split_runs(&held.chunk.acks, end - held.start);
             tails.push(Some(tail));
             released_rows += end - held.start;
-            prefixes.push(held.view(*end, head));
+            prefixes.push(held.view(*end, head.into_vec()));
         }
         let (released, _) = cut_release(&prefixes, released_rows, Cut::Everything)?;
         for ((held, end), tail) in self.held.iter_mut().zip(ends).zip(tails) {
             if let Some(tail) = tail {
                 held.start = end;
-                held.chunk.acks = tail;
+                held.chunk.acks = tail.into_vec();
             }
         }
         self.held.retain(|held| held.start < held.len());

@@ -356,7 +356,7 @@ impl WindowState {
             }
             let (left, rest) = split_runs(&run.acks, gone);
             leaving.extend(left);
-            run.acks = rest.into();
+            run.acks = rest;
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
             for array in &mut run.args {

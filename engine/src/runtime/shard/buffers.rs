@@ -49,7 +49,7 @@ use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::{BranchKey, BranchMap};
 use nervix_shards::flush::{Action, Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
-use crate::runtime::frame::{append_runs, AckRun, Frame};
+use crate::runtime::frame::{append_runs, AckRuns, Frame};
 use crate::runtime::logical_bytes::logical_bytes;
 
 /// On a relay-bound route, a flush joins parts into one frame until it holds this many rows;
@@ -68,7 +68,7 @@ pub enum Frames {
 /// One appended batch with the acknowledgement runs and event times of its rows.
 struct Part {
     batch: RecordBatch,
-    runs: Vec<AckRun>,
+    runs: AckRuns,
     /// A frame has times only when every part it joins had them.
     times: Option<ArrayRef>,
     /// The part's earliest row time (None when untimed or empty), taken on append while
@@ -279,7 +279,7 @@ impl RouteBuffers {
         &mut self,
         key: BranchKey,
         batch: RecordBatch,
-        runs: Vec<AckRun>,
+        runs: AckRuns,
         times: Option<ArrayRef>,
         now: Now,
         openings: &mut u64,
@@ -640,7 +640,7 @@ fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<(Fr
         .map(|p| p.times.as_deref().map(|t| t as &dyn Array))
         .collect();
     let times = times.and_then(|t| arrow_select::concat::concat(&t).ok());
-    let mut acks = Vec::new();
+    let mut acks = AckRuns::new();
     for part in &parts {
         append_runs(&mut acks, &part.runs);
     }
@@ -667,6 +667,7 @@ mod due_index_tests {
     use nervix_shards::flush::{FlushPolicy, Now};
 
     use super::{Frames, RouteBuffers, DUE_INDEX_SLACK};
+    use crate::runtime::frame::AckRuns;
 
     const INTERVAL_NS: u64 = 1_000;
 
@@ -701,7 +702,7 @@ mod due_index_tests {
         route.append(
             key(branch),
             one_row(1),
-            Vec::new(),
+            AckRuns::new(),
             None,
             now,
             &mut openings,
@@ -794,7 +795,7 @@ mod due_index_tests {
             route.append(
                 key,
                 one_row(1),
-                Vec::new(),
+                AckRuns::new(),
                 None,
                 at(opened(branch)),
                 &mut openings,
@@ -884,7 +885,7 @@ mod due_index_tests {
             route.append(
                 key(*branch),
                 one_row(value),
-                Vec::new(),
+                AckRuns::new(),
                 None,
                 now,
                 openings,

@@ -591,7 +591,7 @@ impl Graph {
         let frame = Frame {
             batch: batch.clone(),
             key: BranchKey::Unbranched,
-            acks,
+            acks: acks.into(),
             times,
         };
         // Rows without an event time are not admitted (their routes' error policies apply).

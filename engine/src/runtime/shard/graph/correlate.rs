@@ -34,7 +34,7 @@ use nervix_shards::branch_key::{BranchKey, BranchMap};
 use super::work::{Kept, WorkState};
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::exec::correlate::{BranchState, Incoming, Matcher, MAX_PENDING_ROWS_PER_SIDE};
-use crate::runtime::frame::{count_rows_per_run, derive_runs, AckRun, Frame};
+use crate::runtime::frame::{count_rows_per_run, derive_runs, AckRun, AckRuns, Frame};
 use crate::runtime::plan::{CorrelatePlan, NodeWork, Side};
 use crate::runtime::shard::mesh::Ctx;
 
@@ -244,7 +244,7 @@ impl Graph {
         let pair_frame_rows = arrow_array::UInt32Array::from(to_frame(&correlation.pair_rows));
         let mut per_run = vec![0u64; frame.acks.len()];
         let pair_acks = if detached {
-            Vec::new()
+            AckRuns::new()
         } else {
             let acks = derive_runs(&frame.acks, &pair_frame_rows, &mut per_run);
             count_rows_per_run(

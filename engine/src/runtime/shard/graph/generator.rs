@@ -26,7 +26,7 @@ use arrow_schema::Schema;
 use nervix_shards::branch_key::BranchKey;
 
 use super::{Graph, Instant, NodeRef};
-use crate::runtime::frame::Frame;
+use crate::runtime::frame::{AckRuns, Frame};
 use crate::runtime::plan::{NodeWork, RelayId};
 use crate::runtime::shard::mesh::Ctx;
 
@@ -175,7 +175,7 @@ impl Graph {
             let frame = Frame {
                 batch: batch.clone(),
                 key,
-                acks: Vec::new(),
+                acks: AckRuns::new(),
                 times: None,
             };
             // Released work: no input to count, no node work to run.

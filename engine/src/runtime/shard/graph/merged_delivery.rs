@@ -30,7 +30,7 @@ use arrow_array::ArrayRef;
 use arrow_select::concat::{concat, concat_batches};
 
 use super::{Ctx, Graph, Instant, NodeRef};
-use crate::runtime::frame::{append_runs, Frame};
+use crate::runtime::frame::{append_runs, AckRuns, Frame};
 use crate::runtime::plan::{BranchOut, ErrorPlan, NodeWork, RelayId};
 
 /// Frames merged into one delivery at most.
@@ -50,7 +50,7 @@ fn joins(first: &Frame, next: &Frame) -> bool {
 fn merge(frames: &[Frame]) -> Option<Frame> {
     let first = frames.first()?;
     let batch = concat_batches(first.batch.schema_ref(), frames.iter().map(|f| &f.batch)).ok()?;
-    let mut acks = Vec::with_capacity(frames.iter().map(|f| f.acks.len()).sum());
+    let mut acks = AckRuns::with_capacity(frames.iter().map(|f| f.acks.len()).sum());
     for frame in frames {
         append_runs(&mut acks, &frame.acks);
     }

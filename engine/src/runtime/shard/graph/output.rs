@@ -7,7 +7,7 @@ use arrow_array::{Array, ArrayRef, UInt32Array};
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::RouteOutput;
-use crate::runtime::frame::{derive_runs, AckRun, Frame};
+use crate::runtime::frame::{derive_runs, AckRun, AckRuns, Frame};
 use crate::runtime::plan::{ErrorPlan, RelayId, RoutePlan};
 
 impl Graph {
@@ -58,11 +58,11 @@ impl Graph {
         let mut grouped_offset = 0usize;
         for group in output.groups {
             let runs = match frame.acks.as_slice() {
-                _ if detached => Vec::new(),
+                _ if detached => AckRuns::new(),
                 // One payload: every derived row is its, no row indices needed.
                 [only] => {
                     per_run[0] += group.batch.num_rows() as u64;
-                    vec![AckRun {
+                    smallvec::smallvec![AckRun {
                         root: only.root,
                         rows: group.batch.num_rows() as u32,
                     }]
@@ -136,7 +136,7 @@ impl Graph {
                 );
                 for (key, batch, rows) in records.groups {
                     let runs = if detached {
-                        Vec::new()
+                        AckRuns::new()
                     } else {
                         derive_runs(&frame.acks, &to_frame_rows(&rows), per_run)
                     };

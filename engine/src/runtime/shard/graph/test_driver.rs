@@ -118,7 +118,7 @@ pub(super) fn readings(rows: &[(&str, i64)]) -> Frame {
     Frame {
         batch: RecordBatch::try_new(schema, columns).expect("a batch"),
         key: BranchKey::Unbranched,
-        acks: Vec::new(),
+        acks: crate::runtime::frame::AckRuns::new(),
         times: Some(Arc::new(Int64Array::from(times))),
     }
 }

@@ -32,7 +32,7 @@ use nervix_shards::branch_key::BranchKey;
 use super::{Graph, Instant, NodeRef};
 use crate::runtime::aggregate::{column, Finished};
 use crate::runtime::exec::route::{run_route, RouteGroup, RouteOutput};
-use crate::runtime::frame::{AckRun, Frame};
+use crate::runtime::frame::{AckRun, AckRuns, Frame};
 use crate::runtime::plan::{BranchOut, ErrorPlan, ProcessorPlan, WindowPlan};
 use crate::runtime::shard::mesh::Ctx;
 
@@ -144,7 +144,7 @@ impl Graph {
                     let frame = Frame {
                         batch,
                         key,
-                        acks: Vec::new(),
+                        acks: AckRuns::new(),
                         times: Some(Arc::new(Int64Array::from_value(time_ns, 1))),
                     };
                     self.route_released(index, &frame, at, cx);
@@ -233,7 +233,7 @@ impl Graph {
         let frame = Frame {
             batch,
             key: keys[0].clone(),
-            acks: Vec::new(),
+            acks: AckRuns::new(),
             times: Some(times.clone()),
         };
         let mut logs = Vec::new();

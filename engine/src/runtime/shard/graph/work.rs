@@ -230,7 +230,7 @@ fn keep_units(
     for (run, derived) in frame.acks.iter().zip(&per_run) {
         cx.transfer(run.root, run.rows as u64, *derived);
     }
-    runs.into()
+    runs
 }
 
 /// Negatively acknowledges the payloads of `runs` marked failed.
@@ -828,7 +828,7 @@ impl Graph {
                 let frame = Frame {
                     batch,
                     key,
-                    acks: rows.acks,
+                    acks: rows.acks.into(),
                     times: rows.times,
                 };
                 self.route_released(index, &frame, at, cx);
