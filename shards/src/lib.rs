@@ -19,8 +19,8 @@
 //! The I/O-free core those executors run: acknowledgement slabs ([`ack`]), branch keys and
 //! branch → shard placement ([`branch_key`]; kept keys are inline when short, [`key_bytes`]),
 //! branch lifecycle tables (TTL sweeps, LRU eviction, eviction counters;
-//! [`branch_lifecycle`]), route flush decisions ([`flush`]) and relay owner buffers
-//! ([`relay_buffer`]).
+//! [`branch_lifecycle`]), per-branch state maps kept in slabs ([`slab_map`]), route flush
+//! decisions ([`flush`]) and relay owner buffers ([`relay_buffer`]).
 
 pub mod ack;
 pub mod branch_key;
@@ -31,6 +31,7 @@ pub mod key_bytes;
 pub mod mesh;
 pub mod relay_buffer;
 pub mod runtime;
+pub mod slab_map;
 pub mod stall;
 pub mod wake_watchdog;
 pub mod workers;

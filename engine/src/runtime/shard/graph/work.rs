@@ -11,12 +11,12 @@
 //! keeps them in the snapshot it writes, and a restart restores them. Processor state lives
 //! only on the shard that owns the branch; nothing is shared.
 
-use std::collections::hash_map::Entry;
 use std::collections::BTreeSet;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow_select::filter::FilterBuilder;
 use nervix_shards::branch_key::{BranchKey, BranchKeyEncoder, BranchMap};
+use nervix_shards::slab_map::{Entry, SlabMap};
 
 use super::window_records::WindowRecord;
 use super::{mark_nacked, Graph, Instant, NodeRef};
@@ -250,7 +250,10 @@ pub(super) enum WorkState {
         buffers: BranchMap<OrderBuffer>,
     },
     Window {
-        windows: BranchMap<WindowState>,
+        /// In a slab (`SlabMap`): a window's state is large, and a map holding it inline
+        /// spreads tens of thousands of open windows (Nexmark q5) over a bucket array where
+        /// every probe and every new window misses the cache.
+        windows: SlabMap<BranchKey, WindowState>,
         /// The processor's input watermark on this shard: the latest row time admitted into
         /// any of its branches. Every branch's window is due once it passes the window's end
         /// (spec: "when an input watermark … reaches that logical target"), so a branch that
@@ -283,7 +286,7 @@ impl WorkState {
                 buffers: BranchMap::default(),
             },
             NodeWork::Window(_) => WorkState::Window {
-                windows: BranchMap::default(),
+                windows: SlabMap::default(),
                 watermark_ns: None,
                 due: BTreeSet::new(),
             },
