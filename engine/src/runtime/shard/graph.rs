@@ -606,6 +606,7 @@ impl Graph {
         };
         let ingestor = &plan.ingestors[index];
         self.process(
+            &plan,
             NodeRef::Ingestor(index),
             &frame,
             None,
@@ -619,10 +620,13 @@ impl Graph {
     }
 
     /// One node's work on one frame: input and node filters, every route, error policies,
-    /// acknowledgement transfer, and the route buffers' flushes.
+    /// acknowledgement transfer, and the route buffers' flushes. `plan` is the graph's (the
+    /// caller's handle on it: counting one more reference per frame at every level was a
+    /// locked instruction each, and each waited for the frame's stores before it).
     #[allow(clippy::too_many_arguments)]
     fn process(
         &mut self,
+        plan: &DomainPlan,
         node: NodeRef,
         frame: &Frame,
         input_filter: Option<&crate::vm::Program>,
@@ -635,7 +639,6 @@ impl Graph {
     ) {
         // Older rows in buffers past their deadline leave first (`flush_order`).
         self.flush_overdue_routes(at, cx);
-        let plan = self.plan.clone();
         let (mut per_run, mut nacked) = std::mem::take(&mut self.run_scratch);
         per_run.clear();
         nacked.clear();
@@ -693,6 +696,7 @@ impl Graph {
         // Node-specific work (spec "Processing order", step 3).
         if let (NodeRef::Processor(index), false) = (node, self.releasing) {
             let held = self.node_work(
+                plan,
                 index,
                 frame,
                 &mut kept,
@@ -728,7 +732,7 @@ impl Graph {
         if rows > 0 {
             for (route_index, route) in routes.iter().enumerate() {
                 let output = run_route(
-                    &plan,
+                    plan,
                     route,
                     &columns,
                     &state,
@@ -826,6 +830,7 @@ impl Graph {
     /// slots), then relay fronts to ready consumers. Returns whether anything moved.
     pub fn pump(&mut self, at: Instant, cx: &mut Ctx<'_>) -> bool {
         let at = at.in_domain(&self.plan.pace);
+        let plan = self.plan.clone();
         let mut moved_any = false;
         loop {
             let mut moved = false;
@@ -835,9 +840,14 @@ impl Graph {
             moved |= self.generate(at, cx);
             moved |= self.ship_emitter_frames(cx);
             for relay in 0..self.relays.len() {
+                if self.relays[relay].buffer.is_empty() {
+                    continue;
+                }
                 let mut warmed = false;
+                // Once per relay, not per frame: a count of one more reference is a locked
+                // instruction, which waits for the previous frame's stores.
+                let consumers = Arc::clone(&self.relays[relay].consumers);
                 while !self.relays[relay].buffer.is_empty() {
-                    let consumers = Arc::clone(&self.relays[relay].consumers);
                     if !consumers.iter().all(|c| self.ready(*c)) {
                         break;
                     }
@@ -860,12 +870,12 @@ impl Graph {
                     match consumers[..] {
                         [only] if self.takes_merged(only) => {
                             for frame in self.take_following(relay, popped.frame) {
-                                self.deliver(only, relay, &frame, at, cx);
+                                self.deliver(&plan, only, relay, &frame, at, cx);
                             }
                         }
                         _ => {
                             for &consumer in consumers.iter() {
-                                self.deliver(consumer, relay, &popped.frame, at, cx);
+                                self.deliver(&plan, consumer, relay, &popped.frame, at, cx);
                             }
                         }
                     }
@@ -898,6 +908,7 @@ impl Graph {
 
     fn deliver(
         &mut self,
+        plan: &DomainPlan,
         consumer: NodeRef,
         relay: RelayId,
         frame: &Frame,
@@ -909,11 +920,11 @@ impl Graph {
             let deadline = collector.append(relay, frame.clone(), at.now, &mut released);
             self.note_deadline(deadline, at);
             for (relay, frame) in released {
-                self.work(consumer, relay, &frame, at, cx);
+                self.work(plan, consumer, relay, &frame, at, cx);
             }
             return;
         }
-        self.work(consumer, relay, frame, at, cx);
+        self.work(plan, consumer, relay, frame, at, cx);
     }
 
     /// Hands collected frames over: those whose interval ended, or all of them (`force`).
@@ -923,6 +934,7 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        let plan = self.plan.clone();
         let nodes = self.node_refs(false);
         for node in nodes {
             let mut released = Vec::new();
@@ -933,21 +945,21 @@ impl Graph {
                 }
             }
             for (relay, frame) in released {
-                self.work(node, relay, &frame, at, cx);
+                self.work(&plan, node, relay, &frame, at, cx);
             }
         }
     }
 
-    /// One node's work on one delivered frame.
+    /// One node's work on one delivered frame (`plan`: the graph's, see `process`).
     fn work(
         &mut self,
+        plan: &DomainPlan,
         consumer: NodeRef,
         relay: RelayId,
         frame: &Frame,
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let plan = self.plan.clone();
         let dependencies = match consumer {
             NodeRef::Processor(index) => &plan.processors[index].state[..],
             NodeRef::Emitter(index) => &plan.emitters[index].state[..],
@@ -977,6 +989,7 @@ impl Graph {
                 let input = processor.inputs.iter().find(|i| i.relay == relay);
                 self.input_relay = Some(relay);
                 self.process(
+                    plan,
                     consumer,
                     frame,
                     input.and_then(|i| i.filter.as_ref()),
@@ -993,6 +1006,7 @@ impl Graph {
                 let emitter = &plan.emitters[index];
                 let input = emitter.inputs.iter().find(|i| i.relay == relay);
                 self.process(
+                    plan,
                     consumer,
                     frame,
                     input.and_then(|i| i.filter.as_ref()),
@@ -1063,13 +1077,14 @@ impl Graph {
         if !std::mem::take(&mut self.state_arrived) {
             return false;
         }
+        let plan = self.plan.clone();
         let nodes = self.node_refs(false);
         let mut moved = false;
         for node in nodes {
             let waiting = std::mem::take(&mut self.node_mut(node).waiting);
             let before = waiting.len();
             for (relay, frame) in waiting {
-                self.work(node, relay, &frame, at, cx);
+                self.work(&plan, node, relay, &frame, at, cx);
             }
             moved |= self.node(node).waiting.len() < before;
         }

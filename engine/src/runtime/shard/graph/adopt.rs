@@ -94,7 +94,7 @@ impl Graph {
                 debug_assert!(adopted, "same shape: the collection's relays are unchanged");
             }
             for (relay, frame) in released {
-                self.work(node, relay, &frame, at, cx);
+                self.work(&plan, node, relay, &frame, at, cx);
             }
         }
         self.flush_routes(RouteFlush::NewPolicies, at, cx);

@@ -181,6 +181,7 @@ impl Graph {
             // Released work: no input to count, no node work to run.
             self.releasing = true;
             self.process(
+                &plan,
                 NodeRef::Processor(index),
                 &frame,
                 None,

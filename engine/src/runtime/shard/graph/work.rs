@@ -26,7 +26,7 @@ use crate::runtime::exec::reorder::OrderBuffer;
 use crate::runtime::exec::route::input_values;
 use crate::runtime::exec::window::{RunArgs, WindowState};
 use crate::runtime::frame::{derive_runs, AckRuns, Frame};
-use crate::runtime::plan::NodeWork;
+use crate::runtime::plan::{DomainPlan, NodeWork, ProcessorPlan};
 use crate::runtime::shard::mesh::Ctx;
 
 /// Windows one branch may emit in one pass (a watermark far ahead steps through at most this
@@ -360,6 +360,7 @@ impl Graph {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn node_work(
         &mut self,
+        plan: &DomainPlan,
         index: usize,
         frame: &Frame,
         kept: &mut Kept,
@@ -369,7 +370,6 @@ impl Graph {
         nacked: &mut [bool],
         logs: &mut Vec<String>,
     ) -> bool {
-        let plan = self.plan.clone();
         let processor = &plan.processors[index];
         match (&processor.work, &mut self.work[index]) {
             // A generator has no input: its rows come from `generator`, never through here.
@@ -438,7 +438,9 @@ impl Graph {
                 true
             }
             (NodeWork::Window(window), WorkState::Window { .. }) => {
-                self.admit_window(index, window, frame, kept, detached, at, cx, nacked, logs);
+                self.admit_window(
+                    processor, index, window, frame, kept, detached, at, cx, nacked, logs,
+                );
                 true
             }
             (NodeWork::Correlate(plan), WorkState::Correlate { .. }) => {
@@ -454,6 +456,7 @@ impl Graph {
     #[allow(clippy::too_many_arguments)]
     fn admit_window(
         &mut self,
+        processor: &ProcessorPlan,
         index: usize,
         window: &crate::runtime::plan::WindowPlan,
         frame: &Frame,
@@ -490,7 +493,15 @@ impl Graph {
         // record holds exactly the rows it held when it became due.
         let reached_ns = watermark_ns.map_or(at.snapshot_ns, |w| w.max(at.snapshot_ns));
         if due_index.first().is_some_and(|(due, _)| *due <= reached_ns) {
-            self.emit_windows(index, Some(&frame.key), at.snapshot_ns, false, at, cx);
+            self.emit_windows(
+                processor,
+                index,
+                Some(&frame.key),
+                at.snapshot_ns,
+                false,
+                at,
+                cx,
+            );
         }
         let WorkState::Window {
             windows,
@@ -582,7 +593,7 @@ impl Graph {
         // window is not due would find nothing (most admissions leave their window open).
         if advanced || branch_due {
             let only = (!advanced).then_some(&frame.key);
-            self.emit_windows(index, only, at.snapshot_ns, false, at, cx);
+            self.emit_windows(processor, index, only, at.snapshot_ns, false, at, cx);
         }
     }
 
@@ -600,9 +611,12 @@ impl Graph {
     }
 
     /// Emits processor `index`'s windows due at `now_ns` (all of them, or `only` one
-    /// branch's); `force` closes every open window now (stop, eviction).
+    /// branch's); `force` closes every open window now (stop, eviction). `processor` is
+    /// processor `index`'s plan.
+    #[allow(clippy::too_many_arguments)]
     fn emit_windows(
         &mut self,
+        processor: &ProcessorPlan,
         index: usize,
         only: Option<&BranchKey>,
         now_ns: i64,
@@ -610,8 +624,6 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
-        let plan = self.plan.clone();
-        let processor = &plan.processors[index];
         let NodeWork::Window(window) = &processor.work else {
             return;
         };
@@ -797,13 +809,27 @@ impl Graph {
                 (NodeWork::Window(_), WorkState::Window { .. }) => {
                     match force {
                         // A leaving branch closes its window early: it emits what it holds.
-                        Some(Some(key)) => {
-                            self.emit_windows(index, Some(key), at.now.logical_ns, true, at, cx)
-                        }
+                        Some(Some(key)) => self.emit_windows(
+                            processor,
+                            index,
+                            Some(key),
+                            at.now.logical_ns,
+                            true,
+                            at,
+                            cx,
+                        ),
                         // A stop or an entity pause keeps windows open: their state is
                         // snapshotted (see `snapshot`) and continues after the restart.
                         Some(None) => {}
-                        None => self.emit_windows(index, None, at.now.logical_ns, false, at, cx),
+                        None => self.emit_windows(
+                            processor,
+                            index,
+                            None,
+                            at.now.logical_ns,
+                            false,
+                            at,
+                            cx,
+                        ),
                     }
                     continue;
                 }
@@ -857,6 +883,7 @@ impl Graph {
         }
         self.releasing = true;
         self.process(
+            &plan,
             NodeRef::Processor(index),
             frame,
             None,
