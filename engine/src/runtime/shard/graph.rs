@@ -653,7 +653,7 @@ impl Graph {
         if let NodeRef::Processor(index) = node {
             if let Some(scope) = &plan.processors[index].branch_scope {
                 match self.branch_scope_columns(scope, &frame.key, kept.rows) {
-                    Ok(columns) => kept.columns.extend(columns),
+                    Ok(columns) => kept.columns.to_mut().extend(columns),
                     Err(message) => {
                         // A key that does not decode is a broken invariant of the mesh;
                         // the payloads are refused rather than routed with wrong values.

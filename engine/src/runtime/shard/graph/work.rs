@@ -11,6 +11,7 @@
 //! keeps them in the snapshot it writes, and a restart restores them. Processor state lives
 //! only on the shard that owns the branch; nothing is shared.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
@@ -38,8 +39,11 @@ pub const MAX_RECORDS_PER_PASS: usize = 1_024;
 pub const MAX_WINDOW_BRANCHES_PER_PASS: usize = 256;
 
 /// The rows of a frame still in play after the filters.
-pub(super) struct Kept {
-    pub columns: Vec<ArrayRef>,
+pub(super) struct Kept<'f> {
+    /// The frame's own columns until a filter drops rows or the branch scope adds columns:
+    /// most frames pass unfiltered, and copying the list counted a reference per column (a
+    /// locked instruction each) and allocated, per frame.
+    pub columns: Cow<'f, [ArrayRef]>,
     pub rows: usize,
     /// Which frame row each kept row is, once a filter dropped some of a multi-payload frame.
     pub kept_rows: Option<UInt32Array>,
@@ -48,10 +52,10 @@ pub(super) struct Kept {
     pub times: Option<ArrayRef>,
 }
 
-impl Kept {
-    pub fn all(frame: &Frame, envelope: Option<Envelope>) -> Kept {
+impl<'f> Kept<'f> {
+    pub fn all(frame: &'f Frame, envelope: Option<Envelope>) -> Kept<'f> {
         Kept {
-            columns: frame.batch.columns().to_vec(),
+            columns: Cow::Borrowed(frame.batch.columns()),
             rows: frame.num_rows(),
             kept_rows: None,
             envelope,
@@ -88,7 +92,8 @@ impl Kept {
             .columns
             .iter()
             .map(|c| predicate.filter(c.as_ref()).unwrap_or_else(|_| c.clone()))
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         self.envelope = self.envelope.take().map(|e| e.filter(&predicate));
         self.times = self
             .times
@@ -423,7 +428,7 @@ impl Graph {
                 let buffer = buffers.entry(frame.key.clone()).or_default();
                 // Held rows keep the relay's columns only: a release goes through
                 // `process` again, which adds the branch scope's anew.
-                let mut columns = std::mem::take(&mut kept.columns);
+                let mut columns = std::mem::take(&mut kept.columns).into_owned();
                 columns.truncate(frame.batch.num_columns());
                 buffer.hold(
                     (columns, kept.times.take()),
