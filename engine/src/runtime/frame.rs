@@ -45,12 +45,15 @@ impl Frame {
     /// arrays — a locked instruction that waits for its line, likely gone from the cache since
     /// the frame was built a flush earlier. The frames waiting in a relay are read this way
     /// back to back before any is taken, so those misses overlap instead of coming in turn.
+    ///
+    /// A column's length is read too: an array's fields can lie on the line after its
+    /// reference count, and the node's first evaluation reads them.
     pub fn warm(&self) -> usize {
         let columns = self
             .batch
             .columns()
             .iter()
-            .map(std::sync::Arc::strong_count);
+            .map(|column| std::sync::Arc::strong_count(column) ^ column.len());
         let times = self.times.iter().map(std::sync::Arc::strong_count);
         // Event times are cloned as an `Int64Array` (their buffer counted) and read on admission.
         let time_values = self
