@@ -35,8 +35,12 @@ use crate::runtime::shard::mesh::Ctx;
 pub const MAX_RECORDS_PER_PASS: usize = 1_024;
 /// Branches whose due windows one pass emits (a watermark that makes thousands of windows due
 /// at once, as every Nexmark q5 window boundary does, would otherwise hold the shard for the
-/// whole burst; the rest follow on the next ticks, which come at once).
-pub const MAX_WINDOW_BRANCHES_PER_PASS: usize = 256;
+/// whole burst; the rest follow on the next ticks, which come at once). A pass of this many
+/// q5 windows takes under a millisecond here (emission is about a quarter of q5's shard time,
+/// 0.8 µs per window), well inside the stall budget; 256 paid the pass's fixed work
+/// (read-ahead, one records batch, one route run, one merged frame) four times as often
+/// (perf/RESULTS.md, session 39).
+pub const MAX_WINDOW_BRANCHES_PER_PASS: usize = 1_024;
 
 /// The rows of a frame still in play after the filters.
 pub(super) struct Kept<'f> {
