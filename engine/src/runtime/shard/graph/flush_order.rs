@@ -134,7 +134,8 @@ impl Graph {
                 .map(|(flushed, _, _)| flushed.earliest_ns)
                 .min()
                 .flatten();
-            let key = (earliest, opened(&buffer[0]).unwrap_or(0));
+            let opening = opened(&buffer[0]).expect("every slot is filled until the sort");
+            let key = (earliest, opening);
             let first = order.len();
             order.extend((first..first + buffer.len()).map(|position| (key, position)));
         }
