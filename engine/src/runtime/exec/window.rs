@@ -42,6 +42,87 @@ use crate::runtime::plan::WindowPlan;
 /// arguments in all, the common case, so a run costs no allocation of its own for them.
 pub type RunArgs = SmallVec<[ArrayRef; 2]>;
 
+/// One argument's rows in a retained run. A column of `I64` values without a validity buffer
+/// (a key or a count's argument, the common case) is kept as its values alone, as the run's
+/// times are: the array that carried it was allocated per frame by the route's grouping, and
+/// keeping that array for the window's life (about a second of Nexmark q5) left long-lived
+/// arrays among the per-frame ones in the allocator's pages, so new per-frame arrays landed on
+/// free slots long out of the cache. Folding and snapshots see an array either way.
+#[derive(Clone)]
+enum RunArg {
+    Array(ArrayRef),
+    Int64(ScalarBuffer<i64>),
+}
+
+/// The type of [`RunArg::Int64`]'s values.
+static INT64: DataType = DataType::Int64;
+
+impl RunArg {
+    /// How a run keeps `array` (module docs of [`RunArg`]).
+    fn kept(array: ArrayRef) -> RunArg {
+        if array.data_type() == &INT64 && array.nulls().is_none() {
+            if let Some(values) = array.as_any().downcast_ref::<Int64Array>() {
+                return RunArg::Int64(values.values().clone());
+            }
+        }
+        RunArg::Array(array)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            RunArg::Array(array) => array.len(),
+            RunArg::Int64(values) => values.len(),
+        }
+    }
+
+    fn data_type(&self) -> &DataType {
+        match self {
+            RunArg::Array(array) => array.data_type(),
+            RunArg::Int64(_) => &INT64,
+        }
+    }
+
+    fn null_count(&self) -> usize {
+        match self {
+            RunArg::Array(array) => array.null_count(),
+            RunArg::Int64(_) => 0,
+        }
+    }
+
+    fn slice(&self, offset: usize, len: usize) -> RunArg {
+        match self {
+            RunArg::Array(array) => RunArg::Array(array.slice(offset, len)),
+            RunArg::Int64(values) => RunArg::Int64(values.slice(offset, len)),
+        }
+    }
+
+    /// The rows as an array (one is built for `Int64`: short-lived, for a fold or a snapshot).
+    fn to_array(&self) -> ArrayRef {
+        match self {
+            RunArg::Array(array) => array.clone(),
+            RunArg::Int64(values) => std::sync::Arc::new(Int64Array::new(values.clone(), None)),
+        }
+    }
+
+    /// Their logical Arrow bytes, as [`args_bytes`] counts the array they came from.
+    fn logical_bytes(&self) -> u64 {
+        match self {
+            RunArg::Array(array) => {
+                crate::runtime::logical_bytes::column_logical_bytes(array.as_ref())
+            }
+            RunArg::Int64(values) => (values.len() * std::mem::size_of::<i64>()) as u64,
+        }
+    }
+
+    /// The values of a primitive argument without nulls, exactly its rows.
+    fn plain_values(&self) -> Option<&[u8]> {
+        match self {
+            RunArg::Array(array) => plain_values(array.as_ref()),
+            RunArg::Int64(values) => Some(values.inner().as_slice()),
+        }
+    }
+}
+
 /// Rows of one admitted batch: their argument values per call, as evaluated on admission.
 ///
 /// Kept small and inline (times as a bare buffer, arguments and acknowledgement runs inline
@@ -52,8 +133,8 @@ pub type RunArgs = SmallVec<[ArrayRef; 2]>;
 struct Retained {
     /// Per row, its time (ns), ascending.
     times: ScalarBuffer<i64>,
-    /// Every call's value-argument arrays in call order, each `rows` long.
-    args: RunArgs,
+    /// Every call's value arguments in call order, each `rows` long.
+    args: SmallVec<[RunArg; 2]>,
     rows: usize,
     bytes: u64,
     acks: AckRuns,
@@ -228,7 +309,7 @@ impl WindowState {
             .iter()
             .map(|run| {
                 let last = run.times.last().copied().unwrap_or_default() as usize;
-                run.args.iter().map(|a| a.len()).sum::<usize>() ^ last
+                run.args.iter().map(RunArg::len).sum::<usize>() ^ last
             })
             .fold(self.runs.len(), usize::wrapping_add)
     }
@@ -302,7 +383,7 @@ impl WindowState {
         self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
         self.runs.push(Retained {
             times: times.into_parts().1,
-            args,
+            args: args.into_iter().map(RunArg::kept).collect(),
             rows,
             bytes,
             acks,
@@ -323,8 +404,12 @@ impl WindowState {
                     if within > 0 {
                         // A run short of arguments folds what it has: the accumulator then
                         // reports the count that disagrees.
-                        let values = run.args.get(args.clone()).unwrap_or(&[]);
-                        accumulator.fold(values, &run.times, 0..within);
+                        let values: RunArgs = run
+                            .args
+                            .get(args.clone())
+                            .map(|values| values.iter().map(RunArg::to_array).collect())
+                            .unwrap_or_default();
+                        accumulator.fold(&values, &run.times, 0..within);
                     }
                 }
                 accumulator.finish()
@@ -359,12 +444,12 @@ impl WindowState {
             run.acks = rest;
             let kept = run.rows - gone;
             run.times = run.times.slice(gone, kept);
-            for array in &mut run.args {
-                *array = array.slice(gone, kept);
+            for arg in &mut run.args {
+                *arg = arg.slice(gone, kept);
             }
             // The kept rows' own bytes: rows differ in size (strings), so a share by row
             // count would drift from what the rows hold.
-            let kept_bytes = args_bytes(&run.args);
+            let kept_bytes: u64 = run.args.iter().map(RunArg::logical_bytes).sum();
             self.bytes -= run.bytes.saturating_sub(kept_bytes);
             run.bytes = kept_bytes.min(run.bytes);
             run.rows = kept;
@@ -472,7 +557,7 @@ impl WindowState {
             .map(|run| {
                 let times: ArrayRef = std::sync::Arc::new(Int64Array::new(run.times.clone(), None));
                 std::iter::once(times)
-                    .chain(run.args.iter().cloned())
+                    .chain(run.args.iter().map(RunArg::to_array))
                     .collect()
             })
             .collect();
@@ -611,9 +696,7 @@ fn writes_plain(plan: &WindowPlan, run: &Retained) -> bool {
     let mut types = column_types(plan).skip(1);
     run.args.iter().all(|column| {
         types.next().is_some_and(|ty| {
-            column.data_type() == ty
-                && column.null_count() == 0
-                && plain_values(column.as_ref()).is_some()
+            column.data_type() == ty && column.null_count() == 0 && column.plain_values().is_some()
         })
     }) && types.next().is_none()
 }
@@ -625,7 +708,7 @@ fn run_values(run: &Retained) -> impl Iterator<Item = &[u8]> + '_ {
     let args = run
         .args
         .iter()
-        .map(|column| plain_values(column.as_ref()).unwrap_or_default());
+        .map(|column| column.plain_values().unwrap_or_default());
     std::iter::once(times).chain(args)
 }
 
