@@ -394,21 +394,8 @@ where
         } else {
             None
         };
-
-        let at = Self::place(
-            &mut self.nodes,
-            &mut self.free_head,
-            K::from(key),
-            make(),
-            stamp_ns,
-        );
-        // Placed first: growing the map rehashes every entry from its node, this one's included.
-        let (nodes, hasher) = (&self.nodes, &self.hasher);
-        self.index
-            .insert_unique(hash, at, |&i| hash_at(hasher, nodes, i));
-        self.enqueue(at);
-        self.compact_if_stale();
-        self.check_invariants();
+        // Below the bound now: the insert is `touch_unfound`'s.
+        self.touch_unfound(key, now_ns, make);
         Touched {
             created: true,
             evicted,
@@ -450,9 +437,9 @@ where
         }
     }
 
-    /// A touch of `key`, which the batch's lookup did not find, when no eviction can be needed:
-    /// one map probe finds it (a key listed twice in the batch, inserted by its first touch) or
-    /// the slot to insert it in, instead of a lookup and then an insert.
+    /// A touch of `key`, which a lookup did not find, when the table is below its bound (no
+    /// eviction can be needed): one map probe finds it (a key listed twice in a batch, inserted
+    /// by its first touch) or the slot to insert it in, instead of a lookup and then an insert.
     fn touch_unfound<Q>(&mut self, key: &Q, now_ns: u64, make: impl FnOnce() -> V)
     where
         K: Borrow<Q> + for<'q> From<&'q Q>,

@@ -104,29 +104,27 @@ fn hash_at<K: Hash, V>(hasher: &KeyHashState, slots: &[Slot<K, V>], at: u32) -> 
     hasher.hash_one(slots[at as usize].indexed().0)
 }
 
-/// Puts `(key, value)` into the free list's head slot, or a new slot when the list is empty, and
-/// counts it; returns the slot. The caller indexes it. Takes the slab's fields alone so it can
-/// run while a vacant index entry borrows the index.
+/// Panics when a map of `occupied` entries has no room for one more ([`MAX_ENTRIES`]).
+fn assert_room(occupied: usize) {
+    assert!(
+        occupied < MAX_ENTRIES as usize,
+        "SlabMap is full: it holds at most {MAX_ENTRIES} entries (no shard holds that many)"
+    );
+}
+
+/// Puts `(key, value)` into the free list's head slot, or a new slot when the list is empty;
+/// returns the slot. The caller indexes it. Takes the slab's fields alone so it can run while a
+/// vacant index entry borrows the index.
 ///
 /// # Panics
 ///
 /// When the map already holds [`MAX_ENTRIES`]. Checked before anything changes, so the map stays
 /// whole.
-fn place<K, V>(
-    slots: &mut Vec<Slot<K, V>>,
-    free_head: &mut u32,
-    len: &mut usize,
-    key: K,
-    value: V,
-) -> u32 {
-    assert!(
-        *len < MAX_ENTRIES as usize,
-        "SlabMap is full: it holds at most {MAX_ENTRIES} entries (no shard holds that many)"
-    );
-    *len += 1;
+fn place<K, V>(slots: &mut Vec<Slot<K, V>>, free_head: &mut u32, key: K, value: V) -> u32 {
     if *free_head == NO_SLOT {
         // The free list is empty only when every slot is occupied, so the slab's length is the
-        // old population, below MAX_ENTRIES: the number fits and is not NO_SLOT.
+        // population: below MAX_ENTRIES, the number fits and is not NO_SLOT.
+        assert_room(slots.len());
         let at = slots.len() as u32;
         slots.push(Slot::Occupied(key, value));
         at
@@ -144,13 +142,12 @@ fn place<K, V>(
 
 /// Frees slot `at`, whose number the caller has taken out of the index, onto the free list's
 /// head; returns its entry.
-fn free<K, V>(slot: &mut Slot<K, V>, at: u32, free_head: &mut u32, len: &mut usize) -> (K, V) {
+fn free<K, V>(slot: &mut Slot<K, V>, at: u32, free_head: &mut u32) -> (K, V) {
     let Slot::Occupied(key, value) = std::mem::replace(slot, Slot::Free { next: *free_head })
     else {
         panic!("freeing free slot {at}");
     };
     *free_head = at;
-    *len -= 1;
     (key, value)
 }
 
@@ -164,8 +161,6 @@ pub struct SlabMap<K, V> {
     /// The occupied slots' numbers, hashed by their keys with `hasher`.
     index: HashTable<u32>,
     hasher: KeyHashState,
-    /// Occupied slots.
-    len: usize,
 }
 
 impl<K, V> Default for SlabMap<K, V> {
@@ -189,20 +184,19 @@ impl<K, V> SlabMap<K, V> {
             free_head: NO_SLOT,
             index: HashTable::new(),
             hasher: KeyHashState::default(),
-            len: 0,
         }
     }
 
     /// Entries in the map.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.len
+        self.index.len()
     }
 
     /// Whether the map holds no entry.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.index.is_empty()
     }
 
     /// Every entry, in unspecified order. Walks the whole slab (module docs).
@@ -285,7 +279,7 @@ impl<K: Hash + Eq, V> SlabMap<K, V> {
             .ok()?;
         let (at, _) = indexed.remove();
         let slot = &mut self.slots[at as usize];
-        Some(free(slot, at, &mut self.free_head, &mut self.len).1)
+        Some(free(slot, at, &mut self.free_head).1)
     }
 
     /// Maps `key` to `value`. Returns the value it replaced, if any; a replacement keeps the
@@ -321,7 +315,6 @@ impl<K: Hash + Eq, V> SlabMap<K, V> {
                     slot: &mut self.slots[at as usize],
                     indexed,
                     free_head: &mut self.free_head,
-                    len: &mut self.len,
                 })
             }
             hash_table::Entry::Vacant(indexed) => Entry::Vacant(VacantEntry {
@@ -329,7 +322,6 @@ impl<K: Hash + Eq, V> SlabMap<K, V> {
                 indexed,
                 slots: &mut self.slots,
                 free_head: &mut self.free_head,
-                len: &mut self.len,
             }),
         }
     }
@@ -337,9 +329,12 @@ impl<K: Hash + Eq, V> SlabMap<K, V> {
     /// Test check that the index, the slab and the free list agree (module docs).
     #[cfg(test)]
     fn check_invariants(&self) {
-        assert_eq!(self.index.len(), self.len, "index and population differ");
         let occupied = self.slots.iter().filter(|s| s.entry().is_some()).count();
-        assert_eq!(occupied, self.len, "occupied slots and population differ");
+        assert_eq!(
+            occupied,
+            self.index.len(),
+            "occupied slots and index differ"
+        );
         let mut on_list = vec![false; self.slots.len()];
         let mut at = self.free_head;
         while at != NO_SLOT {
@@ -353,7 +348,7 @@ impl<K: Hash + Eq, V> SlabMap<K, V> {
         let free = on_list.iter().filter(|&&listed| listed).count();
         assert_eq!(
             free,
-            self.slots.len() - self.len,
+            self.slots.len() - self.index.len(),
             "a free slot is off the list"
         );
         for (at, slot) in self.slots.iter().enumerate() {
@@ -380,7 +375,6 @@ pub struct OccupiedEntry<'a, K, V> {
     /// The slot's number in the index; removed with the entry.
     indexed: hash_table::OccupiedEntry<'a, u32>,
     free_head: &'a mut u32,
-    len: &'a mut usize,
 }
 
 impl<'a, K, V> OccupiedEntry<'a, K, V> {
@@ -411,7 +405,7 @@ impl<'a, K, V> OccupiedEntry<'a, K, V> {
     pub fn remove(self) -> V {
         // The number leaves the index first, so the index never names the freed slot.
         let (at, _) = self.indexed.remove();
-        free(self.slot, at, self.free_head, self.len).1
+        free(self.slot, at, self.free_head).1
     }
 }
 
@@ -423,7 +417,6 @@ pub struct VacantEntry<'a, K, V> {
     indexed: hash_table::VacantEntry<'a, u32>,
     slots: &'a mut Vec<Slot<K, V>>,
     free_head: &'a mut u32,
-    len: &'a mut usize,
 }
 
 impl<'a, K, V> VacantEntry<'a, K, V> {
@@ -440,7 +433,7 @@ impl<'a, K, V> VacantEntry<'a, K, V> {
     ///
     /// When the map already holds [`MAX_ENTRIES`].
     pub fn insert(self, value: V) -> &'a mut V {
-        let at = place(self.slots, self.free_head, self.len, self.key, value);
+        let at = place(self.slots, self.free_head, self.key, value);
         // Placed first, though the index's room was reserved by the probe: inserting the number
         // rehashes nothing.
         self.indexed.insert(at);
@@ -589,10 +582,10 @@ mod tests {
     #[test]
     #[should_panic(expected = "SlabMap is full")]
     fn inserting_past_the_bound_panics() {
-        let mut map = SlabMap::new();
-        // Pretend to be full rather than insert four billion entries.
-        map.len = MAX_ENTRIES as usize;
-        map.insert(0u8, ());
+        // The check `place` runs before it pushes a slot, at the bound rather than after four
+        // billion inserts.
+        assert_room(MAX_ENTRIES as usize - 1);
+        assert_room(MAX_ENTRIES as usize);
     }
 
     #[derive(Clone, Copy, Debug)]

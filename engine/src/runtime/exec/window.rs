@@ -60,12 +60,10 @@ static INT64: DataType = DataType::Int64;
 impl RunArg {
     /// How a run keeps `array` (module docs of [`RunArg`]).
     fn kept(array: ArrayRef) -> RunArg {
-        if array.data_type() == &INT64 && array.nulls().is_none() {
-            if let Some(values) = array.as_any().downcast_ref::<Int64Array>() {
-                return RunArg::Int64(values.values().clone());
-            }
+        match array.as_any().downcast_ref::<Int64Array>() {
+            Some(values) if values.nulls().is_none() => RunArg::Int64(values.values().clone()),
+            _ => RunArg::Array(array),
         }
-        RunArg::Array(array)
     }
 
     fn len(&self) -> usize {
@@ -104,7 +102,8 @@ impl RunArg {
         }
     }
 
-    /// Their logical Arrow bytes, as [`args_bytes`] counts the array they came from.
+    /// Their logical Arrow bytes, as [`args_bytes`] counts the array they came from (a
+    /// window's MAX STATE SIZE is checked against that before it admits them).
     fn logical_bytes(&self) -> u64 {
         match self {
             RunArg::Array(array) => {
@@ -375,7 +374,9 @@ impl WindowState {
                 Err(error) => return Err((error, acks)),
             }
         };
-        let bytes = args_bytes(&args);
+        let args: SmallVec<[RunArg; 2]> = args.into_iter().map(RunArg::kept).collect();
+        // Counted as a step counts the rows it keeps.
+        let bytes = args.iter().map(RunArg::logical_bytes).sum();
         self.bytes += bytes;
         self.dirty = true;
         let (first, last) = (times.value(0), times.value(rows - 1));
@@ -383,7 +384,7 @@ impl WindowState {
         self.watermark_ns = Some(self.watermark_ns.map_or(last, |w| w.max(last)));
         self.runs.push(Retained {
             times: times.into_parts().1,
-            args: args.into_iter().map(RunArg::kept).collect(),
+            args,
             rows,
             bytes,
             acks,

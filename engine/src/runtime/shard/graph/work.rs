@@ -523,9 +523,7 @@ impl Graph {
         let node_watermark = watermark_ns;
         // One lookup: a key clone copies inline bytes or counts a reference, never allocates.
         // A branch without a window opens one here, built aside and moved into the map once
-        // it holds rows: the map's slot for it is a cache miss on a large map, and reading
-        // fields back from the slot just written would wait for that line, while moving the
-        // finished state in only stores to it.
+        // it holds rows: nothing admitted, nothing inserted, and the slot is only stored to.
         let mut opened = WindowState::default();
         let (state, vacant) = match windows.entry(frame.key.clone()) {
             Entry::Occupied(entry) => (entry.into_mut(), None),
