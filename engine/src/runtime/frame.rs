@@ -1,6 +1,12 @@
 //! What moves on a relay (DESIGN §4 "Frames"): one Arrow batch in the relay's schema, the
 //! concrete branch it belongs to, and the acknowledgement runs of its rows.
 //!
+//! A frame may instead hold several branches' rows, branch after branch ([`Frame::groups`]):
+//! a route's fan-out over thousands of branches of one input batch, flushed together, bound
+//! for a node that takes such frames whole (a window processor, `Graph::takes_grouped`). Every
+//! other reader gets one frame per branch from [`Frame::ungroup`], so what it sees is what the
+//! route would have sent without grouping.
+//!
 //! Rows of one source payload stay contiguous through every node (routes keep input order and
 //! groups take rows in ascending order), so a frame's acknowledgement handles are kept
 //! run-length encoded — `(root, rows)` pairs in row order — instead of one handle per row. A
@@ -21,11 +27,22 @@ pub struct AckRun {
 /// the common case, so holding them costs no allocation of its own.
 pub type AckRuns = smallvec::SmallVec<[AckRun; 1]>;
 
+/// One branch's rows in a grouped frame: the next `rows` rows after the groups before it.
+#[derive(Debug, Clone)]
+pub struct BranchRows {
+    pub key: BranchKey,
+    pub rows: u32,
+}
+
 /// One immutable frame.
 #[derive(Debug, Clone)]
 pub struct Frame {
     pub batch: RecordBatch,
+    /// The rows' branch; of a grouped frame, its first group's.
     pub key: BranchKey,
+    /// Set when the rows belong to several branches, group after group (module docs); the
+    /// acknowledgement runs and event times then span every group in row order.
+    pub groups: Option<std::sync::Arc<[BranchRows]>>,
     /// Empty for rows that carry no acknowledgement (NO ACK, detached boundaries); inline
     /// when one payload's rows (most frames), so a frame costs no allocation for them.
     pub acks: AckRuns,
@@ -70,13 +87,45 @@ impl Frame {
             .fold(self.acks.len(), usize::wrapping_add)
     }
 
+    /// One frame per branch: a grouped frame's groups, each with its rows' columns (sliced),
+    /// acknowledgement runs and event times; any other frame as it is.
+    pub fn ungroup(&self) -> Vec<Frame> {
+        let Some(groups) = &self.groups else {
+            return vec![self.clone()];
+        };
+        let mut frames = Vec::with_capacity(groups.len());
+        let mut rest = self.acks.clone();
+        let mut offset = 0usize;
+        for group in groups.iter() {
+            let len = group.rows as usize;
+            let (acks, tail) = split_runs(&rest, len);
+            rest = tail;
+            frames.push(Frame {
+                batch: self.batch.slice(offset, len),
+                key: group.key.clone(),
+                groups: None,
+                acks,
+                times: self.times.as_ref().map(|t| t.slice(offset, len)),
+            });
+            offset += len;
+        }
+        debug_assert_eq!(
+            offset,
+            self.num_rows(),
+            "a grouped frame's groups cover its rows"
+        );
+        frames
+    }
+
     /// Its first `rows` rows and the rest (`rows` < its length), each with the branch, the
     /// acknowledgement runs and the event times of its rows; the columns are sliced, not copied.
     pub fn split_at(&self, rows: usize) -> (Frame, Frame) {
         assert!(rows < self.num_rows(), "a split inside the frame");
+        debug_assert!(self.groups.is_none(), "a grouped frame is split by ungroup");
         let rest = self.num_rows() - rows;
         let (head_acks, tail_acks) = split_runs(&self.acks, rows);
         let part = |offset: usize, len: usize, acks: AckRuns| Frame {
+            groups: None,
             batch: self.batch.slice(offset, len),
             key: self.key.clone(),
             acks,

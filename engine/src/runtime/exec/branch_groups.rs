@@ -18,9 +18,9 @@
 //! and compares with `memcmp` on every probe.
 //!
 //! The rows are then put in group order with one `take` per column (a counting sort by group,
-//! stable, so each group keeps its row order), and each group is a slice of that batch: a
-//! fan-out over thousands of branches costs one copy of the batch and a slice per group, not a
-//! `take` with its own buffers per group and column.
+//! stable, so each group keeps its row order), and each group is a range of that batch: a
+//! fan-out over thousands of branches costs one copy of the batch, not a `take` with its own
+//! buffers per group and column (nor, until a branch's rows travel alone, a slice per group).
 
 use std::collections::HashMap;
 
@@ -50,9 +50,10 @@ struct Grouping {
 }
 
 /// Splits a batch into one group per distinct branch key, in order of first appearance (module
-/// docs). `keys` are the key fields' columns in `key_schema` order; `rows` is the input row of
-/// each of the batch's rows, and `identity` says it is 0, 1, 2, …; `track_rows` asks for each
-/// group's input rows (and returns them all in group order).
+/// docs): returns the rows in group order, each group's range of them, and, when `track_rows`
+/// asks for each group's input rows, those of all groups in group order. `keys` are the key
+/// fields' columns in `key_schema` order; `rows` is the input row of each of the batch's rows,
+/// and `identity` says it is 0, 1, 2, ….
 pub fn group_by_key(
     encoder: &mut BranchKeyEncoder,
     key_schema: &SchemaRef,
@@ -61,7 +62,7 @@ pub fn group_by_key(
     rows: UInt32Array,
     identity: bool,
     track_rows: bool,
-) -> Result<(Vec<RouteGroup>, Option<UInt32Array>), String> {
+) -> Result<(RecordBatch, Vec<RouteGroup>, Option<UInt32Array>), String> {
     let key_batch =
         RecordBatch::try_new(key_schema.clone(), keys).map_err(|e| format!("branch key: {e}"))?;
     let grouping = match packed_keys(key_batch.columns()) {
@@ -72,10 +73,11 @@ pub fn group_by_key(
         let key = grouping.keys.into_iter().next().ok_or("no branch key")?;
         let group = RouteGroup {
             key,
-            batch,
+            offset: 0,
+            rows: batch.num_rows(),
             input_rows: rows,
         };
-        return Ok((vec![group], None));
+        return Ok((batch, vec![group], None));
     }
     // Counting sort: `next[g]` is where group g's next row goes.
     let mut next: Vec<u32> = Vec::with_capacity(grouping.sizes.len());
@@ -117,12 +119,13 @@ pub fn group_by_key(
         };
         groups.push(RouteGroup {
             key,
-            batch: grouped.slice(offset, count),
+            offset,
+            rows: count,
             input_rows,
         });
         offset += count;
     }
-    Ok((groups, grouped_rows))
+    Ok((grouped, groups, grouped_rows))
 }
 
 /// The general path: every row's key encoded, rows grouped by the encoded bytes.
@@ -306,7 +309,7 @@ mod tests {
             packed,
             "which path the keys take"
         );
-        let (groups, tracked) = group_by_key(
+        let (grouped, groups, tracked) = group_by_key(
             &mut encoder,
             &key_schema,
             key_columns,
@@ -320,7 +323,8 @@ mod tests {
         let members = groups
             .iter()
             .map(|g| {
-                let column = g.batch.column(0).as_any().downcast_ref::<Int64Array>();
+                let rows = grouped.slice(g.offset, g.rows);
+                let column = rows.column(0).as_any().downcast_ref::<Int64Array>();
                 column.expect("row numbers").values().to_vec()
             })
             .collect();

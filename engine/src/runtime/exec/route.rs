@@ -25,10 +25,14 @@ use super::branch_groups::group_by_key;
 use crate::runtime::plan::{BranchOut, DomainPlan, RoutePlan};
 use crate::vm::{eval_predicate, EnvelopeView, EvalContext, Program, RowErrors};
 
-/// One concrete branch's share of a route's output.
+/// One concrete branch's share of a route's output: `rows` rows of the output's batch from
+/// `offset` ([`RouteOutput::batch`]). A group is a range rather than a batch of its own so a
+/// fan-out over thousands of branches builds no array per branch unless a branch's rows
+/// travel alone (`RouteOutput::group_batch`).
 pub struct RouteGroup {
     pub key: BranchKey,
-    pub batch: RecordBatch,
+    pub offset: usize,
+    pub rows: usize,
     /// For each output row, the input row it came from (ascending); empty when the caller
     /// did not ask to track rows (its input holds one payload's rows).
     pub input_rows: UInt32Array,
@@ -36,6 +40,8 @@ pub struct RouteGroup {
 
 /// What one route made of an input batch.
 pub struct RouteOutput {
+    /// Every output row, group after group; None when no row passed.
+    pub batch: Option<RecordBatch>,
     pub groups: Vec<RouteGroup>,
     /// Rows that failed, ascending, with the first failure's message.
     pub failed: Vec<(u32, String)>,
@@ -277,6 +283,7 @@ pub fn run_route(
     let kept = columns.first().map_or(num_rows, |c| c.len());
     if kept == 0 {
         return RouteOutput {
+            batch: None,
             groups: Vec::new(),
             failed,
             partial: output,
@@ -293,23 +300,16 @@ pub fn run_route(
             )
         }
     };
-    let (groups, grouped_rows) = match (&route.branch, key_columns) {
-        (BranchOut::Unbranched, _) => (
-            vec![RouteGroup {
-                key: BranchKey::Unbranched,
-                batch,
-                input_rows: rows,
-            }],
-            None,
-        ),
-        (BranchOut::Keep { .. }, _) => (
-            vec![RouteGroup {
-                key: incoming.clone(),
-                batch,
-                input_rows: rows,
-            }],
-            None,
-        ),
+    let output_rows = batch.num_rows();
+    let whole = |key: BranchKey, input_rows: UInt32Array| RouteGroup {
+        key,
+        offset: 0,
+        rows: output_rows,
+        input_rows,
+    };
+    let (batch, groups, grouped_rows) = match (&route.branch, key_columns) {
+        (BranchOut::Unbranched, _) => (batch, vec![whole(BranchKey::Unbranched, rows)], None),
+        (BranchOut::Keep { .. }, _) => (batch, vec![whole(incoming.clone(), rows)], None),
         (BranchOut::Construct { .. }, Some((branch, Ok(keys)))) => {
             let schema = plan.branches[branch].key_schema.clone();
             let encoder = match encoders.entry(branch) {
@@ -333,10 +333,27 @@ pub fn run_route(
         _ => return internal_failure(num_rows, output, "cannot compute the branch keys"),
     };
     RouteOutput {
+        batch: Some(batch),
         groups,
         failed,
         partial: output,
         grouped_rows,
+    }
+}
+
+impl RouteOutput {
+    /// `group`'s rows as a batch of their own: the output's batch itself when the group holds
+    /// all of it, else a slice of it.
+    pub fn group_batch(&self, group: &RouteGroup) -> RecordBatch {
+        let batch = self
+            .batch
+            .as_ref()
+            .expect("an output with groups has a batch");
+        if group.offset == 0 && group.rows == batch.num_rows() {
+            batch.clone()
+        } else {
+            batch.slice(group.offset, group.rows)
+        }
     }
 }
 
@@ -351,6 +368,7 @@ fn downcast_u32(array: &ArrayRef) -> UInt32Array {
 /// Every row fails with `message`: a broken invariant reported per row instead of a panic.
 fn internal_failure(num_rows: usize, partial: Vec<ArrayRef>, message: &str) -> RouteOutput {
     RouteOutput {
+        batch: None,
         groups: Vec::new(),
         failed: (0..num_rows as u32)
             .map(|row| (row, format!("internal error: {message}")))

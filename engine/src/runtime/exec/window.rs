@@ -66,6 +66,17 @@ impl RunArg {
         }
     }
 
+    /// How a run keeps rows `offset..offset + len` of `array`: [`RunArg::kept`] of that
+    /// slice, without building the slice's array when the values are kept alone.
+    fn kept_range(array: &ArrayRef, offset: usize, len: usize) -> RunArg {
+        match array.as_any().downcast_ref::<Int64Array>() {
+            Some(values) if values.nulls().is_none() => {
+                RunArg::Int64(values.values().slice(offset, len))
+            }
+            _ => RunArg::Array(array.slice(offset, len)),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             RunArg::Array(array) => array.len(),
@@ -242,6 +253,14 @@ pub fn args_bytes(args: &[ArrayRef]) -> u64 {
         .sum()
 }
 
+/// The logical Arrow bytes rows `offset..offset + len` of `args` hold, as [`args_bytes`]
+/// counts them in a slice of their own (without building one for `I64` values kept alone).
+pub fn range_bytes(args: &[ArrayRef], offset: usize, len: usize) -> u64 {
+    args.iter()
+        .map(|a| RunArg::kept_range(a, offset, len).logical_bytes())
+        .sum()
+}
+
 /// `times` and `args` in time order (stable: rows of one instant keep their admission order,
 /// which FIRST, LAST and ties go by), with the order taken.
 fn by_time(
@@ -374,7 +393,48 @@ impl WindowState {
                 Err(error) => return Err((error, acks)),
             }
         };
-        let args: SmallVec<[RunArg; 2]> = args.into_iter().map(RunArg::kept).collect();
+        let args = args.into_iter().map(RunArg::kept).collect();
+        self.retain(times, args, acks);
+        Ok(())
+    }
+
+    /// [`WindowState::admit`] of rows `offset..offset + len` of a grouped frame's `times` and
+    /// `args` (each as long as the frame): the rows of one branch. A run in time order keeps
+    /// slices of the frame's buffers without building an array per branch.
+    pub fn admit_range(
+        &mut self,
+        times: &Int64Array,
+        args: &[ArrayRef],
+        (offset, len): (usize, usize),
+        acks: AckRuns,
+    ) -> Result<(), (arrow_schema::ArrowError, AckRuns)> {
+        if len == 0 {
+            return Ok(());
+        }
+        let in_range = offset + len <= times.len() && args.iter().all(|a| offset + len <= a.len());
+        if !in_range {
+            let error = arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "rows {offset}..{} past the frame's arrays",
+                offset + len
+            ));
+            return Err((error, acks));
+        }
+        let run_times = times.slice(offset, len);
+        if !run_times.values().is_sorted() {
+            let run_args = args.iter().map(|a| a.slice(offset, len)).collect();
+            return self.admit(run_times, run_args, len, acks);
+        }
+        let kept = args
+            .iter()
+            .map(|a| RunArg::kept_range(a, offset, len))
+            .collect();
+        self.retain(run_times, kept, acks);
+        Ok(())
+    }
+
+    /// Keeps one run of rows in time order (at least one row).
+    fn retain(&mut self, times: Int64Array, args: SmallVec<[RunArg; 2]>, acks: AckRuns) {
+        let rows = times.len();
         // Counted as a step counts the rows it keeps.
         let bytes = args.iter().map(RunArg::logical_bytes).sum();
         self.bytes += bytes;
@@ -389,7 +449,6 @@ impl WindowState {
             bytes,
             acks,
         });
-        Ok(())
     }
 
     /// The open window's result: one one-row array per call, or the first call that failed.

@@ -40,6 +40,13 @@
 //! else needs them by branch (the next pass's appends, a forced flush, a policy change), they
 //! first move into the map as the buffers they would have been (a flusher that took the one
 //! part at the pass's instant, its deadline indexed), so every other path sees the map alone.
+//!
+//! A pass's groups kept whole ([`RouteBuffers::append_grouped`]): when the route's target
+//! takes grouped frames, the pass keeps its groups as the one batch the route built (rows in
+//! group order) instead of one part per group, and its flush is one grouped frame
+//! (`Frame::groups`). Nothing else changes: the groups take the opening numbers their buffers
+//! would have, and anything that needs them by branch first cuts the pass into the fresh
+//! buffers it stands for.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -49,7 +56,7 @@ use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::{BranchKey, BranchMap};
 use nervix_shards::flush::{Action, Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
-use crate::runtime::frame::{append_runs, AckRuns, Frame};
+use crate::runtime::frame::{append_runs, split_runs, AckRuns, BranchRows, Frame};
 use crate::runtime::logical_bytes::logical_bytes;
 
 /// On a relay-bound route, a flush joins parts into one frame until it holds this many rows;
@@ -80,6 +87,7 @@ impl Part {
     /// The part as branch `key`'s frame, with its earliest row time.
     fn into_frame(self, key: &BranchKey) -> (Frame, Option<i64>) {
         let frame = Frame {
+            groups: None,
             batch: self.batch,
             key: key.clone(),
             acks: self.runs,
@@ -154,10 +162,59 @@ struct FreshBuffer {
     part: Part,
 }
 
+/// A pass's groups kept whole (module docs): `part` holds every group's rows, group after
+/// group; group `i` was opened `opened + i`.
+struct GroupedPass {
+    groups: Vec<BranchRows>,
+    opened: u64,
+    part: Part,
+}
+
+impl GroupedPass {
+    /// The pass as one grouped frame, with its earliest row time.
+    fn into_frame(self) -> (Frame, Option<i64>) {
+        let key = self.groups[0].key.clone();
+        let (mut frame, earliest_ns) = self.part.into_frame(&key);
+        frame.groups = Some(self.groups.into());
+        (frame, earliest_ns)
+    }
+
+    /// The fresh buffers the pass stands for, one per group (each a slice of the rows).
+    fn into_buffers(self) -> impl Iterator<Item = FreshBuffer> {
+        let GroupedPass {
+            groups,
+            opened,
+            part,
+        } = self;
+        let mut offset = 0usize;
+        let mut rest = part.runs;
+        groups.into_iter().enumerate().map(move |(index, group)| {
+            let len = group.rows as usize;
+            let (runs, tail) = split_runs(&rest, len);
+            rest = tail;
+            let times = part.times.as_ref().map(|t| t.slice(offset, len));
+            let fresh = FreshBuffer {
+                key: group.key,
+                opened: opened + index as u64,
+                part: Part {
+                    batch: part.batch.slice(offset, len),
+                    runs,
+                    earliest_ns: earliest_time_ns(times.as_ref()),
+                    times,
+                },
+            };
+            offset += len;
+            fresh
+        })
+    }
+}
+
 /// The buffers a pass opened while the route held no other (module docs): one part each,
-/// distinct branches, opened at `opened_at` and due at `deadline`.
+/// distinct branches, opened at `opened_at` and due at `deadline`; or the pass's groups kept
+/// whole (`grouped`).
 struct FreshPass {
     buffers: Vec<FreshBuffer>,
+    grouped: Option<GroupedPass>,
     opened_at: Now,
     deadline: Option<Deadline>,
 }
@@ -187,6 +244,7 @@ impl RouteBuffers {
             due: BinaryHeap::new(),
             fresh: FreshPass {
                 buffers: Vec::new(),
+                grouped: None,
                 opened_at: Now::new(0, 0),
                 deadline: None,
             },
@@ -206,6 +264,9 @@ impl RouteBuffers {
     /// Moves the fresh buffers into the map as the buffers they stand for (module docs).
     fn index_fresh(&mut self) {
         self.fresh_lane = false;
+        if let Some(grouped) = self.fresh.grouped.take() {
+            self.fresh.buffers.extend(grouped.into_buffers());
+        }
         if self.fresh.buffers.is_empty() {
             return;
         }
@@ -264,10 +325,64 @@ impl RouteBuffers {
         self.policy == FlushPolicy::AT_ONCE
             && self.buffers.is_empty()
             && self.fresh.buffers.is_empty()
+            && self.fresh.grouped.is_none()
     }
 
     pub fn buffered_branches(&self) -> usize {
-        self.buffers.len() + self.fresh.buffers.len()
+        let grouped = self.fresh.grouped.as_ref().map_or(0, |g| g.groups.len());
+        self.buffers.len() + self.fresh.buffers.len() + grouped
+    }
+
+    /// Whether this pass may keep its groups whole ([`RouteBuffers::append_grouped`]): it
+    /// opens fresh buffers and has appended nothing yet.
+    pub fn takes_grouped_pass(&self) -> bool {
+        self.fresh_lane && self.fresh.buffers.is_empty() && self.fresh.grouped.is_none()
+    }
+
+    /// Appends a whole pass at once (module docs): `batch` holds `groups`' rows group after
+    /// group (distinct branches), with their acknowledgement runs and event times in the same
+    /// order. Only when [`RouteBuffers::takes_grouped_pass`]. The groups take the next opening
+    /// numbers. Frames that must leave now go to `out` (a policy that flushes on the append
+    /// itself); returns the deadline the pass waits for otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_grouped(
+        &mut self,
+        batch: RecordBatch,
+        groups: Vec<BranchRows>,
+        runs: AckRuns,
+        times: Option<ArrayRef>,
+        now: Now,
+        openings: &mut u64,
+        out: &mut Vec<Frame>,
+    ) -> Option<Deadline> {
+        assert!(
+            self.takes_grouped_pass(),
+            "a grouped pass outside a fresh lane"
+        );
+        debug_assert_eq!(
+            groups.iter().map(|g| g.rows as usize).sum::<usize>(),
+            batch.num_rows(),
+            "the groups cover the batch"
+        );
+        let opened = *openings;
+        *openings += groups.len() as u64;
+        let earliest_ns = earliest_time_ns(times.as_ref());
+        let pass = GroupedPass {
+            groups,
+            opened,
+            part: Part {
+                batch,
+                runs,
+                times,
+                earliest_ns,
+            },
+        };
+        let Some(deadline) = self.fresh_deadline(pass.part.batch.num_rows(), now) else {
+            out.push(pass.into_frame().0);
+            return None;
+        };
+        self.fresh.grouped = Some(pass);
+        Some(deadline)
     }
 
     /// Appends `batch` for `key`; frames that must leave now are pushed to `out` in order.
@@ -288,6 +403,7 @@ impl RouteBuffers {
         if self.publishes_at_once() {
             // No buffer is opened and closed around a group that leaves as it came.
             out.push(Frame {
+                groups: None,
                 batch,
                 key,
                 acks: runs,
@@ -415,8 +531,18 @@ impl RouteBuffers {
             .deadline
             .is_some_and(|deadline| deadline.is_reached(now))
         {
-            // Every fresh buffer is due at once: each is its one part's frame.
+            // Every fresh buffer is due at once: each is its one part's frame; a pass kept
+            // whole is one grouped frame.
             self.fresh.deadline = None;
+            if let Some(grouped) = self.fresh.grouped.take() {
+                let opened = grouped.opened;
+                let (frame, earliest_ns) = grouped.into_frame();
+                out.push(Flushed {
+                    opened,
+                    earliest_ns,
+                    frame,
+                });
+            }
             out.extend(self.fresh.buffers.drain(..).map(|fresh| {
                 let (frame, earliest_ns) = fresh.part.into_frame(&fresh.key);
                 Flushed {
@@ -649,6 +775,7 @@ fn join(schema: &SchemaRef, key: &BranchKey, mut parts: Vec<Part>) -> Option<(Fr
         .as_ref()
         .and_then(|_| parts.iter().filter_map(|part| part.earliest_ns).min());
     let frame = Frame {
+        groups: None,
         batch,
         key: key.clone(),
         acks,

@@ -30,6 +30,7 @@ mod dedup;
 mod delivery_budget;
 mod flush_order;
 mod generator;
+mod grouped_window;
 mod merged_delivery;
 mod output;
 mod publish;
@@ -481,6 +482,7 @@ impl Graph {
                 NodeRef::Emitter(index),
                 error.relay,
                 Frame {
+                    groups: None,
                     times: crate::runtime::frame::take_times(frame.times.as_ref(), &rows),
                     batch,
                     key,
@@ -589,6 +591,7 @@ impl Graph {
             .event_time
             .and_then(|column| event_times(batch.column(column)));
         let frame = Frame {
+            groups: None,
             batch: batch.clone(),
             key: BranchKey::Unbranched,
             acks: acks.into(),
@@ -758,6 +761,7 @@ impl Graph {
                     &mut nacked,
                     &mut logs,
                     &mut out_frames,
+                    cx.shards,
                 );
             }
         }
@@ -915,6 +919,13 @@ impl Graph {
         at: Instant,
         cx: &mut Ctx<'_>,
     ) {
+        // A grouped frame reaches a node that does not take it as one frame per branch.
+        if frame.groups.is_some() && !self.takes_grouped(consumer, relay) {
+            for part in frame.ungroup() {
+                self.deliver(plan, consumer, relay, &part, at, cx);
+            }
+            return;
+        }
         if let Some(collector) = self.node_mut(consumer).collect.as_mut() {
             let mut released = Vec::new();
             let deadline = collector.append(relay, frame.clone(), at.now, &mut released);
@@ -1058,6 +1069,12 @@ impl Graph {
     fn materialize(&mut self, relay: RelayId, frame: &Frame) {
         let rows = frame.num_rows();
         if !self.plan.relays[relay].materialized || rows == 0 {
+            return;
+        }
+        if frame.groups.is_some() {
+            for part in frame.ungroup() {
+                self.materialize(relay, &part);
+            }
             return;
         }
         let last: Vec<ArrayRef> = frame

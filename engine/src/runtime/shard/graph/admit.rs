@@ -96,6 +96,7 @@ impl Graph {
                         error_frames.push((
                             error.relay,
                             Frame {
+                                groups: None,
                                 batch,
                                 key,
                                 acks,
@@ -152,6 +153,7 @@ impl Graph {
         let envelope = envelope.map(|e| e.filter(&predicate));
         Some((
             Frame {
+                groups: None,
                 batch,
                 key: frame.key,
                 acks,

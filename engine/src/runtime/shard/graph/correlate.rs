@@ -266,6 +266,7 @@ impl Graph {
                         .is_some()
                         .then(|| Arc::new(Int64Array::from(correlation.pair_times)) as ArrayRef);
                     let pairs = Frame {
+                        groups: None,
                         batch,
                         key: frame.key.clone(),
                         acks: pair_acks,

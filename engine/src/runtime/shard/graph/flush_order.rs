@@ -224,8 +224,10 @@ mod tests {
         let mut driver = Driver::new();
         let window = IMMEDIATE_WINDOW_NS;
         let sensors = ["a", "b", "c", "d", "e", "f"];
-        let rows: Vec<(&str, i64)> = sensors.iter().map(|s| (*s, 1)).collect();
-        driver.send(&rows, 0);
+        // One batch per sensor: one batch's branches would travel as one grouped frame.
+        for sensor in sensors {
+            driver.send(&[(sensor, 1)], 0);
+        }
         // The reingestor's six branch buffers flush into the window's relay; a budget whose
         // time has passed hands nothing on, one of one frame hands on one.
         let passed = DeliveryBudget {

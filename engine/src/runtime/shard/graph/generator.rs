@@ -173,6 +173,7 @@ impl Graph {
             };
             self.bound_state = row.clone();
             let frame = Frame {
+                groups: None,
                 batch: batch.clone(),
                 key,
                 acks: AckRuns::new(),

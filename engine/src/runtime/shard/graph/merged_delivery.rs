@@ -65,6 +65,7 @@ fn merge(frames: &[Frame]) -> Option<Frame> {
         None => None,
     };
     Some(Frame {
+        groups: None,
         batch,
         key: first.key.clone(),
         acks,

@@ -7,7 +7,7 @@ use arrow_array::{Array, ArrayRef, UInt32Array};
 use super::{mark_nacked, Graph, Instant, NodeRef};
 use crate::runtime::exec::error_record;
 use crate::runtime::exec::route::RouteOutput;
-use crate::runtime::frame::{derive_runs, AckRun, AckRuns, Frame};
+use crate::runtime::frame::{append_runs, derive_runs, AckRun, AckRuns, BranchRows, Frame};
 use crate::runtime::plan::{ErrorPlan, RelayId, RoutePlan};
 
 impl Graph {
@@ -21,13 +21,14 @@ impl Graph {
         columns: &[ArrayRef],
         envelope: Option<&crate::vm::EnvelopeView>,
         (kept_rows, times): (Option<&UInt32Array>, Option<&ArrayRef>),
-        output: RouteOutput,
+        mut output: RouteOutput,
         detached: bool,
         at: Instant,
         per_run: &mut [u64],
         nacked: &mut [bool],
         logs: &mut Vec<String>,
         out_frames: &mut Vec<(RelayId, Frame)>,
+        cx_shards: usize,
     ) {
         let to_frame_rows = |rows: &UInt32Array| -> UInt32Array {
             match kept_rows {
@@ -55,26 +56,44 @@ impl Graph {
         }
         // The groups have distinct branches: one pass of the route's buffers.
         self.node_mut(node).routes[route_index].begin_pass();
+        let groups = std::mem::take(&mut output.groups);
+        // A fan-out bound for a node that takes grouped frames stays one batch (`Frame::groups`).
+        let grouped = groups.len() > 1
+            && !matches!(node, NodeRef::Emitter(_))
+            && self.takes_grouped_relay(route.target, cx_shards)
+            && self.node_mut(node).routes[route_index].takes_grouped_pass();
+        let mut grouped_runs = AckRuns::new();
+        let mut branch_rows: Vec<BranchRows> =
+            Vec::with_capacity(if grouped { groups.len() } else { 0 });
         let mut grouped_offset = 0usize;
-        for group in output.groups {
+        for group in groups {
             let runs = match frame.acks.as_slice() {
                 _ if detached => AckRuns::new(),
                 // One payload: every derived row is its, no row indices needed.
                 [only] => {
-                    per_run[0] += group.batch.num_rows() as u64;
+                    per_run[0] += group.rows as u64;
                     smallvec::smallvec![AckRun {
                         root: only.root,
-                        rows: group.batch.num_rows() as u32,
+                        rows: group.rows as u32,
                     }]
                 }
                 _ => derive_runs(&frame.acks, &to_frame_rows(&group.input_rows), per_run),
             };
-            self.node_mut(node).counters.rows_out += group.batch.num_rows() as u64;
+            self.node_mut(node).counters.rows_out += group.rows as u64;
+            if grouped {
+                append_runs(&mut grouped_runs, &runs);
+                branch_rows.push(BranchRows {
+                    key: group.key,
+                    rows: group.rows as u32,
+                });
+                continue;
+            }
             let group_times = match &grouped_times {
                 Some(all) => Some(all.slice(grouped_offset, group.input_rows.len())),
                 None => crate::runtime::frame::take_times(times, &group.input_rows),
             };
             grouped_offset += group.input_rows.len();
+            let batch = output.group_batch(&group);
             let openings = &mut self.buffers_opened;
             let node_state = match node {
                 NodeRef::Ingestor(i) => &mut self.ingestors[i],
@@ -83,9 +102,33 @@ impl Graph {
             };
             let deadline = node_state.routes[route_index].append(
                 group.key,
-                group.batch,
+                batch,
                 runs,
                 group_times,
+                at.now,
+                openings,
+                &mut flushed,
+            );
+            self.note_route_deadline(deadline);
+            self.note_deadline(deadline, at);
+        }
+        if grouped {
+            // Every row, in group order, with the event times taken in that order.
+            let batch = output
+                .batch
+                .take()
+                .expect("an output with groups has a batch");
+            let openings = &mut self.buffers_opened;
+            let node_state = match node {
+                NodeRef::Ingestor(i) => &mut self.ingestors[i],
+                NodeRef::Processor(i) => &mut self.processors[i],
+                NodeRef::Emitter(i) => &mut self.emitters[i],
+            };
+            let deadline = node_state.routes[route_index].append_grouped(
+                batch,
+                branch_rows,
+                grouped_runs,
+                grouped_times,
                 at.now,
                 openings,
                 &mut flushed,
@@ -143,6 +186,7 @@ impl Graph {
                     out_frames.push((
                         error.relay,
                         Frame {
+                            groups: None,
                             times: crate::runtime::frame::take_times(times, &rows),
                             batch,
                             key,

@@ -63,6 +63,10 @@ impl Graph {
         cx: &mut Ctx<'_>,
     ) -> Result<(), Frame> {
         let owner = self.owner_shard(relay, &frame, cx.shards);
+        debug_assert!(
+            frame.groups.is_none() || cx.shards == 1,
+            "grouped frames are built on single-shard nodes only"
+        );
         if owner != cx.shard {
             let (hop, forward_to) = route_via(cx.shard, owner);
             if cx.outbox.frames_for(hop) >= MESH_OUTBOX_FRAMES {

@@ -116,6 +116,7 @@ pub(super) fn readings(rows: &[(&str, i64)]) -> Frame {
         Arc::new(TimestampNanosecondArray::from(times.clone()).with_timezone("UTC")),
     ];
     Frame {
+        groups: None,
         batch: RecordBatch::try_new(schema, columns).expect("a batch"),
         key: BranchKey::Unbranched,
         acks: crate::runtime::frame::AckRuns::new(),

@@ -75,7 +75,8 @@ fn split_by_record(
         }
         groups.push(RouteGroup {
             key: keys[rows[start] as usize].clone(),
-            batch: group.batch.slice(start, end - start),
+            offset: group.offset + start,
+            rows: end - start,
             input_rows: group.input_rows.slice(start, end - start),
         });
         start = end;
@@ -142,6 +143,7 @@ impl Graph {
             match record {
                 Ok(batch) => {
                     let frame = Frame {
+                        groups: None,
                         batch,
                         key,
                         acks: AckRuns::new(),
@@ -231,6 +233,7 @@ impl Graph {
         // The frame the routes read: no acknowledgement runs (records carry none); its key
         // is only read by error records, which take the one-by-one path.
         let frame = Frame {
+            groups: None,
             batch,
             key: keys[0].clone(),
             acks: AckRuns::new(),
@@ -298,6 +301,7 @@ impl Graph {
                 &mut [],
                 &mut logs,
                 &mut out_frames,
+                cx.shards,
             );
         }
         self.log(node, logs);
@@ -326,15 +330,16 @@ mod tests {
         .unwrap();
         let group = RouteGroup {
             key: key(b'a'),
-            batch,
+            offset: 0,
+            rows: batch.num_rows(),
             input_rows: UInt32Array::from(vec![0, 1, 2, 4]),
         };
         let groups = split_by_record(group, &keys, |a, b| keys[a] == keys[b]);
         let cut: Vec<(BranchKey, Vec<u32>, Vec<i64>)> = groups
             .iter()
             .map(|g| {
-                let values = g
-                    .batch
+                let values = batch
+                    .slice(g.offset, g.rows)
                     .column(0)
                     .as_any()
                     .downcast_ref::<Int64Array>()

@@ -148,7 +148,7 @@ impl<'f> Kept<'f> {
     }
 
     /// Drops the kept rows `failed` (ascending) from the kept rows and from `values`.
-    fn drop_rows(&mut self, failed: &[u32], values: &mut [ArrayRef], multi: bool) {
+    pub(super) fn drop_rows(&mut self, failed: &[u32], values: &mut [ArrayRef], multi: bool) {
         if failed.is_empty() {
             return;
         }
@@ -191,7 +191,7 @@ fn window_deadline(first_due_ns: Option<i64>, watermark_ns: Option<i64>) -> Opti
 
 /// Marks the payloads of the kept rows `failed` negatively acknowledged and counts them as
 /// message errors in `counters`.
-fn refuse_rows(
+pub(super) fn refuse_rows(
     counters: &mut super::NodeCounters,
     frame: &Frame,
     kept: &Kept,
@@ -213,7 +213,7 @@ fn refuse_rows(
 /// dropped gives its units up. A failed payload is negatively acknowledged first: giving up
 /// its last units would otherwise resolve it as acknowledged. Returns the held rows' runs
 /// (none when the node is DETACHED: it acknowledges at once).
-fn keep_units(
+pub(super) fn keep_units(
     frame: &Frame,
     kept: &Kept,
     detached: bool,
@@ -447,9 +447,15 @@ impl Graph {
                 true
             }
             (NodeWork::Window(window), WorkState::Window { .. }) => {
-                self.admit_window(
-                    processor, index, window, frame, kept, detached, at, cx, nacked, logs,
-                );
+                if frame.groups.is_some() {
+                    self.admit_window_grouped(
+                        processor, index, window, frame, kept, detached, at, cx, nacked, logs,
+                    );
+                } else {
+                    self.admit_window(
+                        processor, index, window, frame, kept, detached, at, cx, nacked, logs,
+                    );
+                }
                 true
             }
             (NodeWork::Correlate(plan), WorkState::Correlate { .. }) => {
@@ -621,7 +627,7 @@ impl Graph {
     /// branch's); `force` closes every open window now (stop, eviction). `processor` is
     /// processor `index`'s plan.
     #[allow(clippy::too_many_arguments)]
-    fn emit_windows(
+    pub(super) fn emit_windows(
         &mut self,
         processor: &ProcessorPlan,
         index: usize,
@@ -862,6 +868,7 @@ impl Graph {
                     }
                 };
                 let frame = Frame {
+                    groups: None,
                     batch,
                     key,
                     acks: rows.acks.into(),

@@ -1,0 +1,223 @@
+//! Grouped frames into a window processor: a route's fan-out over many branches of one input
+//! batch travels as one frame (`Frame::groups`) to a window that admits each branch's rows
+//! from it, so the fan-out costs no batch, route buffer, relay slot and delivery per branch.
+//!
+//! Which nodes take them ([`Graph::takes_grouped`]): a window processor that reads nothing
+//! per branch before its window (no FROM … WHERE, FILTER WHERE, COLLECT FOR, materialized
+//! state or `branch.` field), on a relay it is the only consumer of, with no materialized
+//! state, on a single-shard node (a grouped frame is not cut by owner shard). Everyone else
+//! gets one frame per branch (`Frame::ungroup`) at delivery, so grouping never changes what
+//! another node sees.
+//!
+//! Why admission is the same: the window evaluates its arguments over the whole frame (row
+//! by row, so each branch's values are those its own frame would give), refuses failed rows
+//! and MAX STATE SIZE overruns per branch as its own frame would, and keeps each branch's
+//! rows as a run of its own. One difference, in the window's favour: the input watermark
+//! moves once per grouped frame, after every branch took its rows, so no branch's rows in
+//! the frame arrive after another branch's later rows closed its window (per branch, rows
+//! past a window's end wait in the window for the next one, as the fold stops at the end).
+
+use arrow_array::{ArrayRef, Int64Array};
+use nervix_shards::branch_key::BranchKey;
+use nervix_shards::slab_map::Entry;
+
+use super::work::{keep_units, refuse_rows, Kept, WorkState};
+use super::{Graph, Instant, NodeRef};
+use crate::runtime::exec::window::{range_bytes, WindowState};
+use crate::runtime::frame::{split_runs, Frame};
+use crate::runtime::plan::{NodeWork, ProcessorPlan, RelayId, WindowPlan};
+use crate::runtime::shard::mesh::Ctx;
+
+impl Graph {
+    /// Whether `consumer` takes grouped frames from `relay` (module docs).
+    pub(super) fn takes_grouped(&self, consumer: NodeRef, relay: RelayId) -> bool {
+        let NodeRef::Processor(index) = consumer else {
+            return false;
+        };
+        let processor = &self.plan.processors[index];
+        matches!(processor.work, NodeWork::Window(_))
+            && !self.releasing
+            && self.processors[index].collect.is_none()
+            && processor.collect.is_none()
+            && processor.state.is_empty()
+            && processor.filter.is_none()
+            && processor.branch_scope.is_none()
+            && processor
+                .inputs
+                .iter()
+                .filter(|input| input.relay == relay)
+                .all(|input| input.filter.is_none())
+    }
+
+    /// Whether a route may publish grouped frames into `relay` on a node of `shards` shards
+    /// (module docs).
+    pub(super) fn takes_grouped_relay(&self, relay: RelayId, shards: usize) -> bool {
+        let plan = &self.plan.relays[relay];
+        shards == 1
+            && plan.branch.is_some()
+            && !plan.materialized
+            && match self.relays[relay].consumers[..] {
+                [only] => self.takes_grouped(only, relay),
+                _ => false,
+            }
+    }
+
+    /// Admits a grouped frame's rows into processor `index`'s windows, branch by branch, then
+    /// emits the windows due by the watermark they moved (module docs). `kept` holds every
+    /// row of the frame (no filter ran).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn admit_window_grouped(
+        &mut self,
+        processor: &ProcessorPlan,
+        index: usize,
+        window: &WindowPlan,
+        frame: &Frame,
+        kept: &mut Kept,
+        detached: bool,
+        at: Instant,
+        cx: &mut Ctx<'_>,
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+    ) {
+        let groups = frame.groups.as_deref().unwrap_or_default();
+        debug_assert_eq!(
+            kept.rows,
+            frame.num_rows(),
+            "no filter runs before a grouped window"
+        );
+        let programs = window.calls.iter().flat_map(|call| &call.args);
+        let (mut values, failed) =
+            kept.evaluate(programs, at.snapshot_ns, "aggregate argument", logs);
+        refuse_rows(
+            &mut self.processors[index].counters,
+            frame,
+            kept,
+            &failed,
+            nacked,
+        );
+        kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
+        // Each branch's rows left after the refusals (`failed` ascends, in frame rows).
+        let mut failed_rows = failed.iter().peekable();
+        let mut start = 0u32;
+        let kept_per_group: Vec<usize> = groups
+            .iter()
+            .map(|group| {
+                let end = start + group.rows;
+                let mut dropped = 0usize;
+                while failed_rows.next_if(|row| **row < end).is_some() {
+                    dropped += 1;
+                }
+                start = end;
+                group.rows as usize - dropped
+            })
+            .collect();
+        // A window a capped pass left due closes before its branch takes more rows.
+        let reached_before = self.window_reached_ns(index, at);
+        let due_first: Vec<BranchKey> = match &self.work[index] {
+            WorkState::Window { windows, due, .. }
+                if due.first().is_some_and(|(d, _)| *d <= reached_before) =>
+            {
+                groups
+                    .iter()
+                    .filter(|group| {
+                        windows
+                            .get(&group.key)
+                            .is_some_and(|state| state.is_due(window, reached_before))
+                    })
+                    .map(|group| group.key.clone())
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        for key in &due_first {
+            self.emit_windows(processor, index, Some(key), at.snapshot_ns, false, at, cx);
+        }
+        let mut runs = keep_units(frame, kept, detached, nacked, cx);
+        let times = kept
+            .event_times()
+            .unwrap_or_else(|| Int64Array::from_value(at.snapshot_ns, kept.rows));
+        let args: &[ArrayRef] = &values;
+        let WorkState::Window {
+            windows,
+            watermark_ns,
+            due: due_index,
+        } = &mut self.work[index]
+        else {
+            return;
+        };
+        let before = *watermark_ns;
+        let mut earliest_due: Option<i64> = None;
+        let mut refused_rows = 0u64;
+        let mut offset = 0usize;
+        for (group, &rows) in groups.iter().zip(&kept_per_group) {
+            let (acks, rest) = split_runs(&runs, rows);
+            runs = rest;
+            let range = (offset, rows);
+            offset += rows;
+            if rows == 0 {
+                continue;
+            }
+            let mut opened = WindowState::default();
+            let (state, vacant) = match windows.entry(group.key.clone()) {
+                Entry::Occupied(entry) => (entry.into_mut(), None),
+                Entry::Vacant(entry) => (&mut opened, Some(entry)),
+            };
+            let indexed_due = state.due_ns(window);
+            let bytes = range_bytes(args, offset - rows, rows);
+            if state.would_exceed(window, bytes) {
+                // Refused before it changes the window (spec): logged, not acknowledged.
+                logs.push(format!(
+                    "{rows} rows refused: the branch's window state would exceed its cap ({} bytes held, {bytes} more needed)",
+                    state.bytes(),
+                ));
+                refused_rows += rows as u64;
+                for run in &acks {
+                    cx.nack(run.root);
+                }
+                continue;
+            }
+            if let Err((error, refused)) = state.admit_range(&times, args, range, acks) {
+                logs.push(format!("rows could not enter the window: {error}"));
+                for run in refused {
+                    cx.nack(run.root);
+                }
+            }
+            *watermark_ns = match (*watermark_ns, state.watermark_ns()) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            let due = state.due_ns(window);
+            if let Some(due) = due.filter(|due| Some(*due) != indexed_due) {
+                due_index.insert((due, group.key.clone()));
+            }
+            if let Some(due) = due {
+                earliest_due = Some(earliest_due.map_or(due, |e| e.min(due)));
+            }
+            // Only windows holding rows are kept (a refused run leaves a new one empty).
+            if let Some(entry) = vacant.filter(|_| !opened.is_empty()) {
+                entry.insert(opened);
+            }
+        }
+        let advanced = *watermark_ns > before;
+        self.processors[index].counters.message_errors += refused_rows;
+        self.work_changed = true;
+        if let Some(due) = earliest_due {
+            self.note_deadline(Some(nervix_shards::flush::Deadline::Logical(due)), at);
+        }
+        let reached = self.window_reached_ns(index, at);
+        if advanced || earliest_due.is_some_and(|due| due <= reached) {
+            self.emit_windows(processor, index, None, at.snapshot_ns, false, at, cx);
+        }
+    }
+
+    /// How far processor `index`'s windows have come: its input watermark or the execution
+    /// snapshot, whichever is later.
+    fn window_reached_ns(&self, index: usize, at: Instant) -> i64 {
+        match &self.work[index] {
+            WorkState::Window { watermark_ns, .. } => {
+                watermark_ns.map_or(at.snapshot_ns, |w| w.max(at.snapshot_ns))
+            }
+            _ => at.snapshot_ns,
+        }
+    }
+}
