@@ -221,3 +221,185 @@ impl Graph {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
+
+    use super::super::test_driver::Driver;
+
+    /// [`super::super::test_driver::SCRIPT`] with the regrouping split over two routes (and,
+    /// in `window_clause`, what the window adds), so one batch leaves as two grouped frames.
+    fn two_route_script(window_clause: &str) -> String {
+        format!(
+            "
+            CREATE DOMAIN d;
+            CREATE SCHEMA reading (sensor STRING, ts DATETIME);
+            CREATE SCHEMA tally (sensor STRING, n I64);
+            CREATE SCHEMA sensor_key (sensor STRING);
+            CREATE BRANCH by_sensor SCHEMA sensor_key TTL 5m;
+            CREATE RELAY readings SCHEMA reading UNBRANCHED;
+            CREATE RELAY keyed SCHEMA reading BRANCHED BY by_sensor;
+            CREATE RELAY tallies SCHEMA tally BRANCHED BY by_sensor;
+            CREATE REINGESTOR regroup
+              FROM readings
+              TO keyed
+                INHERIT ALL
+                BRANCHED BY by_sensor SET sensor = message.sensor
+                WHERE message.sensor = 'p' OR message.sensor = 'p2'
+                FLUSH IMMEDIATE
+                ON MESSAGE ERROR LOG
+              TO keyed
+                INHERIT ALL
+                BRANCHED BY by_sensor SET sensor = message.sensor
+                WHERE NOT (message.sensor = 'p' OR message.sensor = 'p2')
+                FLUSH IMMEDIATE
+                ON MESSAGE ERROR LOG;
+            CREATE WINDOW PROCESSOR tally_by_sensor
+              FROM keyed
+              WIDTH 10s DURATION
+              STEP 10s DURATION
+              {window_clause}
+              BRANCHED BY by_sensor
+              TO tallies
+                SET sensor = branch.sensor, n = COUNT(input.sensor)
+                ON MESSAGE ERROR LOG;
+            CREATE CLIENT CONSUMER EMITTER tallies_out
+              FROM tallies
+              TO SCHEMA tally
+                MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
+                RETRY POLICY BACKOFF 10ms MAX 100ms
+              FLUSH IMMEDIATE
+              ON MESSAGE ERROR LOG
+              ON GENERAL ERROR LOG;
+            "
+        )
+    }
+
+    /// Sends a far-ahead row and ticks until every window before it closed.
+    fn close_windows(driver: &mut Driver, from_ns: u64) {
+        driver.send(&[("z", 100)], from_ns);
+        for hop in 1..=3 {
+            driver.tick(from_ns + 2 * hop * IMMEDIATE_WINDOW_NS);
+        }
+    }
+
+    fn sorted(tallies: &[(String, i64)]) -> Vec<(String, i64)> {
+        let mut tallies = tallies.to_vec();
+        tallies.sort();
+        tallies
+    }
+
+    fn tally(rows: &[(&str, i64)]) -> Vec<(String, i64)> {
+        rows.iter().map(|(s, n)| (s.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn one_flush_reaches_the_window_as_one_frame_before_its_watermark_moves() {
+        let mut driver = Driver::with_script(&two_route_script(""));
+        let window = IMMEDIATE_WINDOW_NS;
+        let regroup = (driver.graph.plan.processors.iter())
+            .position(|p| p.name == "regroup")
+            .expect("the reingestor");
+        // q and q2 open their windows at 0 s (due at 10 s).
+        driver.send(&[("q", 0), ("q2", 0)], 0);
+        driver.tick(window);
+        let frames_before = driver.graph.processors[regroup].counters.frames_out;
+        // One batch over both routes: the first route's rows reach 12 s, which is past the
+        // end of q's window, and the second route's q and q2 rows are at 9 s. Per route, the
+        // first frame's earliest row (8 s) leaves first; had its 12 s row moved the window's
+        // watermark before the second route's rows arrived, q and q2 would have closed with
+        // one row each.
+        driver.send(&[("p", 8), ("p2", 12), ("q", 9), ("q2", 9)], 2 * window);
+        driver.tick(4 * window);
+        assert_eq!(
+            driver.graph.processors[regroup].counters.frames_out - frames_before,
+            1,
+            "the batch's four branches over two routes left as one frame"
+        );
+        close_windows(&mut driver, 6 * window);
+        assert_eq!(
+            sorted(&driver.tallies),
+            tally(&[("p", 1), ("p2", 1), ("q", 2), ("q2", 2)])
+        );
+    }
+
+    #[test]
+    fn a_branch_over_its_state_cap_is_refused_alone() {
+        // A run's argument (the sensor names) takes their bytes and 4-byte offsets, one more
+        // than its rows, and COUNT reserves a little: 40 "big" rows (284 bytes) exceed 256
+        // bytes, one "a" or "b" row (9 bytes) does not.
+        let mut driver = Driver::with_script(&two_route_script("MAX STATE SIZE 256B"));
+        let window = IMMEDIATE_WINDOW_NS;
+        let tally_by_sensor = (driver.graph.plan.processors.iter())
+            .position(|p| p.name == "tally_by_sensor")
+            .expect("the window");
+        let mut rows = vec![("a", 1), ("b", 1)];
+        rows.extend(std::iter::repeat_n(("big", 2), 40));
+        driver.send(&rows, 0);
+        driver.tick(window);
+        assert_eq!(
+            driver.graph.processors[tally_by_sensor]
+                .counters
+                .message_errors,
+            40,
+            "the 40 rows of the branch over its cap are refused"
+        );
+        close_windows(&mut driver, 2 * window);
+        assert_eq!(sorted(&driver.tallies), tally(&[("a", 1), ("b", 1)]));
+    }
+
+    #[test]
+    fn a_row_whose_argument_fails_is_refused_alone() {
+        // The argument divides by zero for "fail" (four letters) only.
+        let script = two_route_script("").replace(
+            "COUNT(input.sensor)",
+            "COUNT(100 / (length(input.sensor) - 4))",
+        );
+        let mut driver = Driver::with_script(&script);
+        let window = IMMEDIATE_WINDOW_NS;
+        let tally_by_sensor = (driver.graph.plan.processors.iter())
+            .position(|p| p.name == "tally_by_sensor")
+            .expect("the window");
+        // In group order the frame holds a, a, fail, b: the failed row sits between branches,
+        // and b's row must still be b's.
+        driver.send(&[("a", 1), ("fail", 1), ("a", 2), ("b", 3)], 0);
+        driver.tick(window);
+        let counters = &driver.graph.processors[tally_by_sensor].counters;
+        assert_eq!(counters.message_errors, 1, "the failed row is refused");
+        close_windows(&mut driver, 2 * window);
+        assert_eq!(sorted(&driver.tallies), tally(&[("a", 2), ("b", 1)]));
+    }
+
+    #[test]
+    fn a_pass_kept_whole_is_cut_per_branch_when_the_next_pass_appends_first() {
+        let mut driver = Driver::with_script(&two_route_script(""));
+        let window = IMMEDIATE_WINDOW_NS;
+        // Two batches inside one FLUSH IMMEDIATE window: the second appends to a, which the
+        // first pass kept in its grouped batch, so that pass becomes a buffer per branch.
+        driver.send(&[("a", 1), ("b", 1)], 0);
+        driver.send(&[("a", 2), ("c", 2)], window / 2);
+        driver.tick(2 * window);
+        close_windows(&mut driver, 3 * window);
+        assert_eq!(
+            sorted(&driver.tallies),
+            tally(&[("a", 2), ("b", 1), ("c", 1)])
+        );
+    }
+
+    #[test]
+    fn a_window_with_a_filter_takes_one_frame_per_branch() {
+        // FILTER WHERE reads rows before the window: the grouped frame is cut per branch on
+        // delivery, and every branch is counted as its own frame would be.
+        let script = two_route_script("").replace(
+            "FROM keyed\n",
+            "FROM keyed\n              FILTER WHERE input.sensor <> 'skip'\n",
+        );
+        let mut driver = Driver::with_script(&script);
+        let window = IMMEDIATE_WINDOW_NS;
+        driver.send(&[("a", 1), ("skip", 1), ("b", 2), ("a", 3)], 0);
+        driver.tick(window);
+        close_windows(&mut driver, 2 * window);
+        assert_eq!(sorted(&driver.tallies), tally(&[("a", 2), ("b", 1)]));
+    }
+}

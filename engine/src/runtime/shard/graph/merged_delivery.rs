@@ -22,9 +22,16 @@
 //! materialized state (that is per branch). One difference is visible: a logged row error
 //! numbers the row within the merged frame.
 //!
+//! Grouped frames (`Frame::groups`) one pass publishes into the same relay are merged on
+//! publish too, keeping their groups in order: one flush sends a window one grouped frame
+//! however many routes fanned the batch out (Nexmark q5's five), so the window admits every
+//! row of the flush before its watermark moves, and no route's rows arrive after another
+//! route's later rows closed a window (`graph/grouped_window.rs`).
+//!
 //! Bounds: at most [`MAX_MERGED_FRAMES`] frames and, past the first, [`MAX_MERGED_ROWS`] rows
-//! per merged frame; on delivery each frame taken counts against the pump's frame budget (the
-//! merge itself is one delivery, so the time budget is checked once for it).
+//! per merged frame ([`MAX_GROUPED_MERGE_ROWS`] for grouped frames); on delivery each frame
+//! taken counts against the pump's frame budget (the merge itself is one delivery, so the time
+//! budget is checked once for it).
 
 use arrow_array::ArrayRef;
 use arrow_select::concat::{concat, concat_batches};
@@ -37,10 +44,14 @@ use crate::runtime::plan::{BranchOut, ErrorPlan, NodeWork, RelayId};
 pub const MAX_MERGED_FRAMES: usize = 1_024;
 /// Rows a merged delivery stops growing at (the frame that crosses it is the last).
 pub const MAX_MERGED_ROWS: usize = 8_192;
+/// Rows a merge of grouped frames stops growing at: one input batch's rows (at most 65,536)
+/// fanned out over a few routes.
+pub const MAX_GROUPED_MERGE_ROWS: usize = 262_144;
 
 /// Whether `next` can join a delivery that began with `first` (module doc).
 fn joins(first: &Frame, next: &Frame) -> bool {
     first.acks.is_empty() == next.acks.is_empty()
+        && first.groups.is_some() == next.groups.is_some()
         && first.times.is_some() == next.times.is_some()
         && first.batch.schema_ref() == next.batch.schema_ref()
 }
@@ -64,8 +75,14 @@ fn merge(frames: &[Frame]) -> Option<Frame> {
         }
         None => None,
     };
+    // Grouped frames stay grouped: their groups, in order, cover the merged rows.
+    let groups = frames
+        .iter()
+        .map(|f| f.groups.as_deref())
+        .collect::<Option<Vec<_>>>()
+        .map(|groups| groups.concat().into());
     Some(Frame {
-        groups: None,
+        groups,
         batch,
         key: first.key.clone(),
         acks,
@@ -126,15 +143,19 @@ impl Graph {
         let mut merging_rows = 0usize;
         for (relay, frame) in frames {
             let owner = self.owner_shard(relay, &frame, cx.shards);
+            let max_rows = match frame.groups {
+                Some(_) => MAX_GROUPED_MERGE_ROWS,
+                None => MAX_MERGED_ROWS,
+            };
             let joins_pending = merging_into == Some((relay, owner))
                 && merging.len() < MAX_MERGED_FRAMES
-                && merging_rows < MAX_MERGED_ROWS
+                && merging_rows < max_rows
                 && joins(&merging[0], &frame);
             if !joins_pending {
                 if let Some((into, _)) = merging_into.take() {
                     self.publish_merged(from, into, std::mem::take(&mut merging), at, cx);
                 }
-                if !self.merges_on_publish(relay) {
+                if frame.groups.is_none() && !self.merges_on_publish(relay) {
                     self.publish(from, relay, frame, at, cx);
                     continue;
                 }

@@ -137,8 +137,18 @@ pub(super) struct Driver {
 
 impl Driver {
     pub(super) fn new() -> Driver {
+        Driver::with_graph(graph())
+    }
+
+    /// A driver of `script`'s domain `d`, which must read `readings` and emit `(sensor, n)`
+    /// rows as [`SCRIPT`] does.
+    pub(super) fn with_script(script: &str) -> Driver {
+        Driver::with_graph(Graph::new(Arc::new(plan_of(script))))
+    }
+
+    fn with_graph(graph: Graph) -> Driver {
         Driver {
-            graph: graph(),
+            graph,
             slab: AckSlab::new(1_024).expect("a slab"),
             outbox: Outbox::new(1),
             progressed: Vec::new(),
