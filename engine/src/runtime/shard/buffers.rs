@@ -364,6 +364,10 @@ impl RouteBuffers {
             batch.num_rows(),
             "the groups cover the batch"
         );
+        debug_assert!(
+            times.as_ref().is_none_or(|t| t.len() == batch.num_rows()),
+            "a grouped pass's times are its rows'"
+        );
         let opened = *openings;
         *openings += groups.len() as u64;
         let earliest_ns = earliest_time_ns(times.as_ref());

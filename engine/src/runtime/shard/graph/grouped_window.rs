@@ -388,6 +388,42 @@ mod tests {
     }
 
     #[test]
+    fn a_windows_records_reach_the_next_window_with_their_times() {
+        // A second window over the first one's records: one emission pass closes a and b,
+        // whose records go on each timed at its window's start (a window's route takes no
+        // FLUSH, so its records leave per branch as they are built, not grouped).
+        let script = two_route_script("").replace(
+            "TO tallies\n                SET sensor = branch.sensor, n = COUNT(input.sensor)",
+            "TO counted\n                SET sensor = branch.sensor, n = COUNT(input.sensor)",
+        ) + "
+            CREATE WINDOW PROCESSOR sum_by_sensor
+              FROM counted
+              WIDTH 20s DURATION
+              STEP 20s DURATION
+              BRANCHED BY by_sensor
+              TO tallies
+                SET sensor = branch.sensor, n = coalesce(SUM(input.n), 0)
+                ON MESSAGE ERROR LOG;
+            ";
+        let script = script.replace(
+            "CREATE RELAY tallies",
+            "CREATE RELAY counted SCHEMA tally BRANCHED BY by_sensor;\n            CREATE RELAY tallies",
+        );
+        let mut driver = Driver::with_script(&script);
+        let window = IMMEDIATE_WINDOW_NS;
+        // Counts of [1 s, 11 s) (a 2, b 1) and [12 s, 22 s) (a 1, b 1) are summed by the
+        // 20 s window that opens at 1 s, once a record timed 25 s moves its watermark.
+        driver.send(&[("a", 1), ("b", 1), ("a", 5)], 0);
+        driver.send(&[("a", 12), ("b", 12)], 2 * window);
+        driver.send(&[("a", 25), ("b", 25)], 4 * window);
+        driver.send(&[("z", 100)], 6 * window);
+        for hop in 1..=6 {
+            driver.tick((6 + 2 * hop) * window);
+        }
+        assert_eq!(sorted(&driver.tallies), tally(&[("a", 3), ("b", 2)]));
+    }
+
+    #[test]
     fn a_window_with_a_filter_takes_one_frame_per_branch() {
         // FILTER WHERE reads rows before the window: the grouped frame is cut per branch on
         // delivery, and every branch is counted as its own frame would be.

@@ -58,7 +58,10 @@ impl Graph {
         self.node_mut(node).routes[route_index].begin_pass();
         let groups = std::mem::take(&mut output.groups);
         // A fan-out bound for a node that takes grouped frames stays one batch (`Frame::groups`).
+        // Its event times must be at hand in group order too (a window's records, cut per
+        // branch, have none: they take no FLUSH, so they never open a fresh pass anyway).
         let grouped = groups.len() > 1
+            && (grouped_times.is_some() || times.is_none())
             && !matches!(node, NodeRef::Emitter(_))
             && self.takes_grouped_relay(route.target, cx_shards)
             && self.node_mut(node).routes[route_index].takes_grouped_pass();
