@@ -94,12 +94,11 @@ impl Frame {
             return vec![self.clone()];
         };
         let mut frames = Vec::with_capacity(groups.len());
-        let mut rest = self.acks.clone();
+        let mut runs = RunCursor::new(&self.acks);
         let mut offset = 0usize;
         for group in groups.iter() {
             let len = group.rows as usize;
-            let (acks, tail) = split_runs(&rest, len);
-            rest = tail;
+            let acks = runs.take(len);
             frames.push(Frame {
                 batch: self.batch.slice(offset, len),
                 key: group.key.clone(),
@@ -245,6 +244,47 @@ pub fn split_runs(runs: &[AckRun], rows: usize) -> (AckRuns, AckRuns) {
     (head, tail)
 }
 
+/// Takes rows off the front of a run list, run by run, without copying what is left: a
+/// grouped frame's groups take their runs in turn (thousands of groups over a few runs).
+pub struct RunCursor<'r> {
+    runs: &'r [AckRun],
+    /// Rows of `runs[0]` already taken.
+    taken_of_first: u32,
+}
+
+impl<'r> RunCursor<'r> {
+    pub fn new(runs: &'r [AckRun]) -> RunCursor<'r> {
+        RunCursor {
+            runs,
+            taken_of_first: 0,
+        }
+    }
+
+    /// The runs of the next `rows` rows (fewer when the list ends first).
+    pub fn take(&mut self, rows: usize) -> AckRuns {
+        let mut taken = AckRuns::new();
+        let mut left = rows as u64;
+        while left > 0 {
+            let Some(first) = self.runs.first() else {
+                break;
+            };
+            let available = first.rows - self.taken_of_first;
+            let take = (available as u64).min(left) as u32;
+            taken.push(AckRun {
+                root: first.root,
+                rows: take,
+            });
+            left -= take as u64;
+            self.taken_of_first += take;
+            if self.taken_of_first == first.rows {
+                self.runs = &self.runs[1..];
+                self.taken_of_first = 0;
+            }
+        }
+        taken
+    }
+}
+
 /// `times` restricted to the rows `rows` selects (ascending, distinct row indices), if any.
 pub fn take_times(times: Option<&ArrayRef>, rows: &UInt32Array) -> Option<ArrayRef> {
     times.and_then(|t| {
@@ -275,6 +315,40 @@ mod tests {
         AckHandle {
             index,
             generation: 0,
+        }
+    }
+
+    #[test]
+    fn a_run_cursor_takes_what_successive_splits_take() {
+        let runs = [
+            AckRun {
+                root: handle(1),
+                rows: 3,
+            },
+            AckRun {
+                root: handle(2),
+                rows: 1,
+            },
+            AckRun {
+                root: handle(3),
+                rows: 4,
+            },
+        ];
+        for sizes in [
+            vec![1, 1, 1, 1, 1, 1, 1, 1],
+            vec![2, 3, 3],
+            vec![8],
+            vec![3, 1, 4],
+            vec![5, 0, 2, 1],
+            vec![6, 4],
+        ] {
+            let mut cursor = RunCursor::new(&runs);
+            let mut rest = AckRuns::from_slice(&runs);
+            for size in sizes.iter().copied() {
+                let (head, tail) = split_runs(&rest, size);
+                rest = tail;
+                assert_eq!(cursor.take(size), head, "sizes {sizes:?}, size {size}");
+            }
         }
     }
 

@@ -56,7 +56,7 @@ use arrow_schema::SchemaRef;
 use nervix_shards::branch_key::{BranchKey, BranchMap};
 use nervix_shards::flush::{Action, Chunk, Deadline, FlushPolicy, Now, RouteFlusher};
 
-use crate::runtime::frame::{append_runs, split_runs, AckRuns, BranchRows, Frame};
+use crate::runtime::frame::{append_runs, AckRuns, BranchRows, Frame, RunCursor};
 use crate::runtime::logical_bytes::logical_bytes;
 
 /// On a relay-bound route, a flush joins parts into one frame until it holds this many rows;
@@ -180,32 +180,31 @@ impl GroupedPass {
     }
 
     /// The fresh buffers the pass stands for, one per group (each a slice of the rows).
-    fn into_buffers(self) -> impl Iterator<Item = FreshBuffer> {
+    fn into_buffers(self) -> Vec<FreshBuffer> {
         let GroupedPass {
             groups,
             opened,
             part,
         } = self;
+        let mut runs = RunCursor::new(&part.runs);
         let mut offset = 0usize;
-        let mut rest = part.runs;
-        groups.into_iter().enumerate().map(move |(index, group)| {
+        let mut buffers = Vec::with_capacity(groups.len());
+        for (index, group) in groups.into_iter().enumerate() {
             let len = group.rows as usize;
-            let (runs, tail) = split_runs(&rest, len);
-            rest = tail;
             let times = part.times.as_ref().map(|t| t.slice(offset, len));
-            let fresh = FreshBuffer {
+            buffers.push(FreshBuffer {
                 key: group.key,
                 opened: opened + index as u64,
                 part: Part {
                     batch: part.batch.slice(offset, len),
-                    runs,
+                    runs: runs.take(len),
                     earliest_ns: earliest_time_ns(times.as_ref()),
                     times,
                 },
-            };
+            });
             offset += len;
-            fresh
-        })
+        }
+        buffers
     }
 }
 

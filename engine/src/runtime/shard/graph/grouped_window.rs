@@ -24,7 +24,7 @@ use nervix_shards::slab_map::Entry;
 use super::work::{keep_units, refuse_rows, Kept, WorkState};
 use super::{Graph, Instant, NodeRef};
 use crate::runtime::exec::window::{range_bytes, WindowState};
-use crate::runtime::frame::{split_runs, Frame};
+use crate::runtime::frame::{Frame, RunCursor};
 use crate::runtime::plan::{NodeWork, ProcessorPlan, RelayId, WindowPlan};
 use crate::runtime::shard::mesh::Ctx;
 
@@ -132,7 +132,8 @@ impl Graph {
         for key in &due_first {
             self.emit_windows(processor, index, Some(key), at.snapshot_ns, false, at, cx);
         }
-        let mut runs = keep_units(frame, kept, detached, nacked, cx);
+        let runs = keep_units(frame, kept, detached, nacked, cx);
+        let mut runs = RunCursor::new(&runs);
         let times = kept
             .event_times()
             .unwrap_or_else(|| Int64Array::from_value(at.snapshot_ns, kept.rows));
@@ -150,8 +151,7 @@ impl Graph {
         let mut refused_rows = 0u64;
         let mut offset = 0usize;
         for (group, &rows) in groups.iter().zip(&kept_per_group) {
-            let (acks, rest) = split_runs(&runs, rows);
-            runs = rest;
+            let acks = runs.take(rows);
             let range = (offset, rows);
             offset += rows;
             if rows == 0 {
