@@ -116,6 +116,65 @@ impl Frame {
         frames
     }
 
+    /// A grouped frame's groups parted by `part_of` (each group's part number), as one grouped
+    /// frame per part, parts in order of first appearance, each part's groups in their order;
+    /// the frame itself when every group is in one part. Rows are gathered with one `take`
+    /// per part. None when the columns cannot be taken (a broken invariant: the caller then
+    /// ungroups).
+    pub fn part_groups(&self, part_of: impl Fn(&BranchKey) -> usize) -> Option<Vec<Frame>> {
+        let Some(groups) = &self.groups else {
+            return Some(vec![self.clone()]);
+        };
+        let parts: Vec<usize> = groups.iter().map(|group| part_of(&group.key)).collect();
+        if parts.iter().all(|part| *part == parts[0]) {
+            return Some(vec![self.clone()]);
+        }
+        let mut order: Vec<usize> = Vec::new();
+        for part in &parts {
+            if !order.contains(part) {
+                order.push(*part);
+            }
+        }
+        // Each group's rows and acknowledgement runs, in frame order.
+        let mut runs = RunCursor::new(&self.acks);
+        let mut offset = 0u32;
+        let spans: Vec<(u32, u32, AckRuns)> = groups
+            .iter()
+            .map(|group| {
+                let span = (offset, group.rows, runs.take(group.rows as usize));
+                offset += group.rows;
+                span
+            })
+            .collect();
+        let mut frames = Vec::with_capacity(order.len());
+        for part in order {
+            let members: Vec<usize> = (0..groups.len()).filter(|g| parts[*g] == part).collect();
+            let rows = UInt32Array::from_iter_values(members.iter().flat_map(|g| {
+                let (start, len, _) = &spans[*g];
+                *start..*start + *len
+            }));
+            let batch = arrow_select::take::take_record_batch(&self.batch, &rows).ok()?;
+            let times = match &self.times {
+                Some(times) => Some(arrow_select::take::take(times.as_ref(), &rows, None).ok()?),
+                None => None,
+            };
+            let mut acks = AckRuns::new();
+            for g in &members {
+                append_runs(&mut acks, &spans[*g].2);
+            }
+            let part_groups: std::sync::Arc<[BranchRows]> =
+                members.iter().map(|g| groups[*g].clone()).collect();
+            frames.push(Frame {
+                batch,
+                key: part_groups[0].key.clone(),
+                groups: Some(part_groups),
+                acks,
+                times,
+            });
+        }
+        Some(frames)
+    }
+
     /// Its first `rows` rows and the rest (`rows` < its length), each with the branch, the
     /// acknowledgement runs and the event times of its rows; the columns are sliced, not copied.
     pub fn split_at(&self, rows: usize) -> (Frame, Frame) {
@@ -316,6 +375,87 @@ mod tests {
             index,
             generation: 0,
         }
+    }
+
+    #[test]
+    fn a_grouped_frames_parts_keep_each_groups_rows_runs_and_times() {
+        use arrow_array::{Array, Int64Array};
+        let key = |name: &str| BranchKey::Key(name.as_bytes().into());
+        let schema =
+            std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                "v",
+                arrow_schema::DataType::Int64,
+                false,
+            )]));
+        // Groups a (rows 0–1), b (row 2), c (rows 3–4); payload 1 holds rows 0–2, payload 2
+        // rows 3–4. a and c go to part 0, b to part 1.
+        let values: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![10, 11, 20, 30, 31]));
+        let frame = Frame {
+            batch: RecordBatch::try_new(schema, vec![values]).expect("a batch"),
+            key: key("a"),
+            groups: Some(
+                [("a", 2), ("b", 1), ("c", 2)]
+                    .iter()
+                    .map(|(name, rows)| BranchRows {
+                        key: key(name),
+                        rows: *rows,
+                    })
+                    .collect(),
+            ),
+            acks: smallvec::smallvec![
+                AckRun {
+                    root: handle(1),
+                    rows: 3,
+                },
+                AckRun {
+                    root: handle(2),
+                    rows: 2,
+                },
+            ],
+            times: Some(std::sync::Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5]))),
+        };
+        let parts = frame
+            .part_groups(|k| usize::from(*k == key("b")))
+            .expect("parts");
+        // Per part: its groups' keys, values, (root, rows) runs and times.
+        type Seen = (Vec<BranchKey>, Vec<i64>, Vec<(u32, u32)>, Vec<i64>);
+        let seen: Vec<Seen> = parts
+            .iter()
+            .map(|part| {
+                let ints = |a: &dyn Array| {
+                    a.as_any()
+                        .downcast_ref::<Int64Array>()
+                        .expect("i64")
+                        .values()
+                        .to_vec()
+                };
+                (
+                    part.groups
+                        .iter()
+                        .flat_map(|g| g.iter())
+                        .map(|g| g.key.clone())
+                        .collect(),
+                    ints(part.batch.column(0).as_ref()),
+                    part.acks.iter().map(|r| (r.root.index, r.rows)).collect(),
+                    ints(part.times.as_deref().expect("times")),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    vec![key("a"), key("c")],
+                    vec![10, 11, 30, 31],
+                    vec![(1, 2), (2, 2)],
+                    vec![1, 2, 4, 5]
+                ),
+                (vec![key("b")], vec![20], vec![(1, 1)], vec![3]),
+            ]
+        );
+        assert_eq!(parts[0].key, key("a"), "a part's key is its first group's");
+        let whole = frame.part_groups(|_| 0).expect("one part");
+        assert_eq!(whole.len(), 1, "one part leaves the frame as it is");
     }
 
     #[test]

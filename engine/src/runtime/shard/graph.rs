@@ -761,7 +761,6 @@ impl Graph {
                     &mut nacked,
                     &mut logs,
                     &mut out_frames,
-                    cx.shards,
                 );
             }
         }

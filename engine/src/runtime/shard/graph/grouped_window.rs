@@ -5,7 +5,8 @@
 //! Which nodes take them ([`Graph::takes_grouped`]): a window processor that reads nothing
 //! per branch before its window (no FROM … WHERE, FILTER WHERE, COLLECT FOR, materialized
 //! state or `branch.` field), on a relay it is the only consumer of, with no materialized
-//! state, on a single-shard node (a grouped frame is not cut by owner shard). Everyone else
+//! state. A grouped frame is cut by owner shard where it is published (`merged_delivery`),
+//! so every shard's window receives its own branches' groups. Everyone else
 //! gets one frame per branch (`Frame::ungroup`) at delivery, so grouping never changes what
 //! another node sees.
 //!
@@ -49,12 +50,10 @@ impl Graph {
                 .all(|input| input.filter.is_none())
     }
 
-    /// Whether a route may publish grouped frames into `relay` on a node of `shards` shards
-    /// (module docs).
-    pub(super) fn takes_grouped_relay(&self, relay: RelayId, shards: usize) -> bool {
+    /// Whether a route may publish grouped frames into `relay` (module docs).
+    pub(super) fn takes_grouped_relay(&self, relay: RelayId) -> bool {
         let plan = &self.plan.relays[relay];
-        shards == 1
-            && plan.branch.is_some()
+        plan.branch.is_some()
             && !plan.materialized
             && match self.relays[relay].consumers[..] {
                 [only] => self.takes_grouped(only, relay),

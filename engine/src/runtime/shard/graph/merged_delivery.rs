@@ -23,7 +23,8 @@
 //! numbers the row within the merged frame.
 //!
 //! Grouped frames (`Frame::groups`) one pass publishes into the same relay are merged on
-//! publish too, keeping their groups in order: one flush sends a window one grouped frame
+//! publish too, keeping their groups in order, and then cut into one grouped frame per shard
+//! that owns some of their groups: one flush sends each shard's window one grouped frame
 //! however many routes fanned the batch out (Nexmark q5's five), so the window admits every
 //! row of the flush before its watermark moves, and no route's rows arrive after another
 //! route's later rows closed a window (`graph/grouped_window.rs`).
@@ -35,6 +36,8 @@
 
 use arrow_array::ArrayRef;
 use arrow_select::concat::{concat, concat_batches};
+
+use nervix_shards::branch_key::BranchKey;
 
 use super::{Ctx, Graph, Instant, NodeRef};
 use crate::runtime::frame::{append_runs, AckRuns, Frame};
@@ -142,7 +145,12 @@ impl Graph {
         let mut merging_into: Option<(RelayId, usize)> = None;
         let mut merging_rows = 0usize;
         for (relay, frame) in frames {
-            let owner = self.owner_shard(relay, &frame, cx.shards);
+            // Grouped frames merge whatever shards own their groups; the merge is cut by
+            // owner when it is published.
+            let owner = match frame.groups {
+                Some(_) => usize::MAX,
+                None => self.owner_shard(relay, &frame, cx.shards),
+            };
             let max_rows = match frame.groups {
                 Some(_) => MAX_GROUPED_MERGE_ROWS,
                 None => MAX_MERGED_ROWS,
@@ -170,7 +178,8 @@ impl Graph {
         }
     }
 
-    /// Publishes `frames` as one merged frame, or one by one when they do not concatenate.
+    /// Publishes `frames` as one merged frame, or one by one when they do not concatenate. A
+    /// grouped frame goes as one frame per shard that owns some of its groups.
     fn publish_merged(
         &mut self,
         from: NodeRef,
@@ -180,7 +189,17 @@ impl Graph {
         cx: &mut Ctx<'_>,
     ) {
         for frame in merged_or_apart(frames) {
-            self.publish(from, relay, frame, at, cx);
+            if frame.groups.is_none() || cx.shards == 1 {
+                self.publish(from, relay, frame, at, cx);
+                continue;
+            }
+            let owner_of = |key: &BranchKey| self.key_owner_shard(relay, key, cx.shards);
+            let parts = frame
+                .part_groups(owner_of)
+                .unwrap_or_else(|| frame.ungroup());
+            for part in parts {
+                self.publish(from, relay, part, at, cx);
+            }
         }
     }
 

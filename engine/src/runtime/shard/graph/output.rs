@@ -28,7 +28,6 @@ impl Graph {
         nacked: &mut [bool],
         logs: &mut Vec<String>,
         out_frames: &mut Vec<(RelayId, Frame)>,
-        cx_shards: usize,
     ) {
         let to_frame_rows = |rows: &UInt32Array| -> UInt32Array {
             match kept_rows {
@@ -63,7 +62,7 @@ impl Graph {
         let grouped = groups.len() > 1
             && (grouped_times.is_some() || times.is_none())
             && !matches!(node, NodeRef::Emitter(_))
-            && self.takes_grouped_relay(route.target, cx_shards)
+            && self.takes_grouped_relay(route.target)
             && self.node_mut(node).routes[route_index].takes_grouped_pass();
         let mut grouped_runs = AckRuns::new();
         let mut branch_rows: Vec<BranchRows> =

@@ -64,8 +64,9 @@ impl Graph {
     ) -> Result<(), Frame> {
         let owner = self.owner_shard(relay, &frame, cx.shards);
         debug_assert!(
-            frame.groups.is_none() || cx.shards == 1,
-            "grouped frames are built on single-shard nodes only"
+            (frame.groups.iter().flat_map(|groups| groups.iter()))
+                .all(|group| self.key_owner_shard(relay, &group.key, cx.shards) == owner),
+            "a grouped frame is published cut by owner shard"
         );
         if owner != cx.shard {
             let (hop, forward_to) = route_via(cx.shard, owner);

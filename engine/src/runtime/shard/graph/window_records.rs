@@ -301,7 +301,6 @@ impl Graph {
                 &mut [],
                 &mut logs,
                 &mut out_frames,
-                cx.shards,
             );
         }
         self.log(node, logs);
