@@ -151,7 +151,7 @@ impl Graph {
         let mut offset = 0usize;
         for (group, &rows) in groups.iter().zip(&kept_per_group) {
             let acks = runs.take(rows);
-            let range = (offset, rows);
+            let start = offset;
             offset += rows;
             if rows == 0 {
                 continue;
@@ -162,7 +162,7 @@ impl Graph {
                 Entry::Vacant(entry) => (&mut opened, Some(entry)),
             };
             let indexed_due = state.due_ns(window);
-            let bytes = range_bytes(args, offset - rows, rows);
+            let bytes = range_bytes(args, start, rows);
             if state.would_exceed(window, bytes) {
                 // Refused before it changes the window (spec): logged, not acknowledged.
                 logs.push(format!(
@@ -175,7 +175,7 @@ impl Graph {
                 }
                 continue;
             }
-            if let Err((error, refused)) = state.admit_range(&times, args, range, acks) {
+            if let Err((error, refused)) = state.admit_range(&times, args, (start, rows), acks) {
                 logs.push(format!("rows could not enter the window: {error}"));
                 for run in refused {
                     cx.nack(run.root);
