@@ -370,6 +370,14 @@ pub fn append_runs(into: &mut AckRuns, more: &[AckRun]) {
 mod tests {
     use super::*;
 
+    /// `rows` rows of root `index`.
+    fn run(index: u32, rows: u32) -> AckRun {
+        AckRun {
+            root: handle(index),
+            rows,
+        }
+    }
+
     fn handle(index: u32) -> AckHandle {
         AckHandle {
             index,
@@ -402,16 +410,7 @@ mod tests {
                     })
                     .collect(),
             ),
-            acks: smallvec::smallvec![
-                AckRun {
-                    root: handle(1),
-                    rows: 3,
-                },
-                AckRun {
-                    root: handle(2),
-                    rows: 2,
-                },
-            ],
+            acks: smallvec::smallvec![run(1, 3), run(2, 2)],
             times: Some(std::sync::Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5]))),
         };
         let parts = frame
@@ -460,20 +459,7 @@ mod tests {
 
     #[test]
     fn a_run_cursor_takes_what_successive_splits_take() {
-        let runs = [
-            AckRun {
-                root: handle(1),
-                rows: 3,
-            },
-            AckRun {
-                root: handle(2),
-                rows: 1,
-            },
-            AckRun {
-                root: handle(3),
-                rows: 4,
-            },
-        ];
+        let runs = [run(1, 3), run(2, 1), run(3, 4)];
         for sizes in [
             vec![1, 1, 1, 1, 1, 1, 1, 1],
             vec![2, 3, 3],

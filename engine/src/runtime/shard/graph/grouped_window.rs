@@ -22,7 +22,7 @@ use arrow_array::{ArrayRef, Int64Array};
 use nervix_shards::branch_key::BranchKey;
 use nervix_shards::slab_map::Entry;
 
-use super::work::{keep_units, refuse_rows, Kept, WorkState};
+use super::work::{keep_units, Kept, WorkState};
 use super::{Graph, Instant, NodeRef};
 use crate::runtime::exec::window::{range_bytes, WindowState};
 use crate::runtime::frame::{Frame, RunCursor};
@@ -84,17 +84,7 @@ impl Graph {
             frame.num_rows(),
             "no filter runs before a grouped window"
         );
-        let programs = window.calls.iter().flat_map(|call| &call.args);
-        let (mut values, failed) =
-            kept.evaluate(programs, at.snapshot_ns, "aggregate argument", logs);
-        refuse_rows(
-            &mut self.processors[index].counters,
-            frame,
-            kept,
-            &failed,
-            nacked,
-        );
-        kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
+        let (values, failed) = self.window_arguments(index, window, frame, kept, at, nacked, logs);
         // Each branch's rows left after the refusals (`failed` ascends, in frame rows).
         let mut failed_rows = failed.iter().peekable();
         let mut start = 0u32;
@@ -225,53 +215,28 @@ impl Graph {
 mod tests {
     use nervix_shards::flush::IMMEDIATE_WINDOW_NS;
 
-    use super::super::test_driver::Driver;
+    use super::super::test_driver::{Driver, SCRIPT};
 
-    /// [`super::super::test_driver::SCRIPT`] with the regrouping split over two routes (and,
-    /// in `window_clause`, what the window adds), so one batch leaves as two grouped frames.
+    /// [`SCRIPT`] with the regrouping split over two routes (and, in `window_clause`, what the
+    /// window adds), so one batch leaves as two grouped frames.
     fn two_route_script(window_clause: &str) -> String {
-        format!(
-            "
-            CREATE DOMAIN d;
-            CREATE SCHEMA reading (sensor STRING, ts DATETIME);
-            CREATE SCHEMA tally (sensor STRING, n I64);
-            CREATE SCHEMA sensor_key (sensor STRING);
-            CREATE BRANCH by_sensor SCHEMA sensor_key TTL 5m;
-            CREATE RELAY readings SCHEMA reading UNBRANCHED;
-            CREATE RELAY keyed SCHEMA reading BRANCHED BY by_sensor;
-            CREATE RELAY tallies SCHEMA tally BRANCHED BY by_sensor;
-            CREATE REINGESTOR regroup
-              FROM readings
-              TO keyed
-                INHERIT ALL
-                BRANCHED BY by_sensor SET sensor = message.sensor
-                WHERE message.sensor = 'p' OR message.sensor = 'p2'
-                FLUSH IMMEDIATE
-                ON MESSAGE ERROR LOG
-              TO keyed
-                INHERIT ALL
-                BRANCHED BY by_sensor SET sensor = message.sensor
-                WHERE NOT (message.sensor = 'p' OR message.sensor = 'p2')
-                FLUSH IMMEDIATE
-                ON MESSAGE ERROR LOG;
-            CREATE WINDOW PROCESSOR tally_by_sensor
-              FROM keyed
-              WIDTH 10s DURATION
-              STEP 10s DURATION
-              {window_clause}
-              BRANCHED BY by_sensor
-              TO tallies
-                SET sensor = branch.sensor, n = COUNT(input.sensor)
-                ON MESSAGE ERROR LOG;
-            CREATE CLIENT CONSUMER EMITTER tallies_out
-              FROM tallies
-              TO SCHEMA tally
-                MODE ACK PARALLEL MAX 16 ACK TIMEOUT 30s
-                RETRY POLICY BACKOFF 10ms MAX 100ms
-              FLUSH IMMEDIATE
-              ON MESSAGE ERROR LOG
-              ON GENERAL ERROR LOG;
-            "
+        let one_route = "
+        FLUSH IMMEDIATE
+        ON MESSAGE ERROR LOG;";
+        let two_routes = "
+        WHERE message.sensor = 'p' OR message.sensor = 'p2'
+        FLUSH IMMEDIATE
+        ON MESSAGE ERROR LOG
+      TO keyed
+        INHERIT ALL
+        BRANCHED BY by_sensor SET sensor = message.sensor
+        WHERE NOT (message.sensor = 'p' OR message.sensor = 'p2')
+        FLUSH IMMEDIATE
+        ON MESSAGE ERROR LOG;";
+        assert!(SCRIPT.matches(one_route).count() == 1, "the driver's route");
+        SCRIPT.replacen(one_route, two_routes, 1).replace(
+            "STEP 10s DURATION\n",
+            &format!("STEP 10s DURATION\n      {window_clause}\n"),
         )
     }
 
@@ -392,8 +357,8 @@ mod tests {
         // whose records go on each timed at its window's start (a window's route takes no
         // FLUSH, so its records leave per branch as they are built, not grouped).
         let script = two_route_script("").replace(
-            "TO tallies\n                SET sensor = branch.sensor, n = COUNT(input.sensor)",
-            "TO counted\n                SET sensor = branch.sensor, n = COUNT(input.sensor)",
+            "TO tallies\n        SET sensor = branch.sensor, n = COUNT(input.sensor)",
+            "TO counted\n        SET sensor = branch.sensor, n = COUNT(input.sensor)",
         ) + "
             CREATE WINDOW PROCESSOR sum_by_sensor
               FROM counted

@@ -148,7 +148,7 @@ impl<'f> Kept<'f> {
     }
 
     /// Drops the kept rows `failed` (ascending) from the kept rows and from `values`.
-    pub(super) fn drop_rows(&mut self, failed: &[u32], values: &mut [ArrayRef], multi: bool) {
+    fn drop_rows(&mut self, failed: &[u32], values: &mut [ArrayRef], multi: bool) {
         if failed.is_empty() {
             return;
         }
@@ -191,7 +191,7 @@ fn window_deadline(first_due_ns: Option<i64>, watermark_ns: Option<i64>) -> Opti
 
 /// Marks the payloads of the kept rows `failed` negatively acknowledged and counts them as
 /// message errors in `counters`.
-pub(super) fn refuse_rows(
+fn refuse_rows(
     counters: &mut super::NodeCounters,
     frame: &Frame,
     kept: &Kept,
@@ -466,6 +466,35 @@ impl Graph {
         }
     }
 
+    /// Processor `index`'s window arguments over the kept rows of `frame`, every call's in
+    /// call order, and the kept rows they failed on (ascending, in kept-row numbers before
+    /// the drop): a row whose argument fails is refused (marked in `nacked`, counted) and
+    /// dropped from `kept` and from the values returned.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn window_arguments(
+        &mut self,
+        index: usize,
+        window: &crate::runtime::plan::WindowPlan,
+        frame: &Frame,
+        kept: &mut Kept,
+        at: Instant,
+        nacked: &mut [bool],
+        logs: &mut Vec<String>,
+    ) -> (RunArgs, Vec<u32>) {
+        let programs = window.calls.iter().flat_map(|call| &call.args);
+        let (mut values, failed) =
+            kept.evaluate(programs, at.snapshot_ns, "aggregate argument", logs);
+        refuse_rows(
+            &mut self.processors[index].counters,
+            frame,
+            kept,
+            &failed,
+            nacked,
+        );
+        kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
+        (values, failed)
+    }
+
     /// Admits the kept rows of `frame` into processor `index`'s window for the frame's branch,
     /// after emitting the windows that are due by now.
     #[allow(clippy::too_many_arguments)]
@@ -482,20 +511,8 @@ impl Graph {
         nacked: &mut [bool],
         logs: &mut Vec<String>,
     ) {
-        // Aggregate arguments, per call; a row whose argument fails is refused.
-        let programs = window.calls.iter().flat_map(|call| &call.args);
-        let (mut values, failed) =
-            kept.evaluate(programs, at.snapshot_ns, "aggregate argument", logs);
-        refuse_rows(
-            &mut self.processors[index].counters,
-            frame,
-            kept,
-            &failed,
-            nacked,
-        );
-        kept.drop_rows(&failed, &mut values, frame.acks.len() > 1);
         // Every call's arguments in call order: the window keeps them as one list.
-        let args = values;
+        let (args, _) = self.window_arguments(index, window, frame, kept, at, nacked, logs);
         let WorkState::Window {
             watermark_ns,
             due: due_index,
