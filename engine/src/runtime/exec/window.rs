@@ -253,12 +253,31 @@ pub fn args_bytes(args: &[ArrayRef]) -> u64 {
         .sum()
 }
 
-/// The logical Arrow bytes rows `offset..offset + len` of `args` hold, as [`args_bytes`]
-/// counts them in a slice of their own (without building one for `I64` values kept alone).
-pub fn range_bytes(args: &[ArrayRef], offset: usize, len: usize) -> u64 {
-    args.iter()
-        .map(|a| RunArg::kept_range(a, offset, len).logical_bytes())
-        .sum()
+/// One branch's rows of a grouped frame's arguments, kept as a run keeps them ([`RunArg`]),
+/// with their logical bytes (as [`args_bytes`] counts a slice of their own): built once, so
+/// the MAX STATE SIZE check and the run that is kept read the same values.
+pub struct RangeArgs {
+    args: SmallVec<[RunArg; 2]>,
+    bytes: u64,
+}
+
+impl RangeArgs {
+    /// Rows `offset..offset + len` of every one of `args`; None when one is shorter.
+    pub fn new(args: &[ArrayRef], offset: usize, len: usize) -> Option<RangeArgs> {
+        if args.iter().any(|a| offset + len > a.len()) {
+            return None;
+        }
+        let args: SmallVec<[RunArg; 2]> = args
+            .iter()
+            .map(|a| RunArg::kept_range(a, offset, len))
+            .collect();
+        let bytes = args.iter().map(RunArg::logical_bytes).sum();
+        Some(RangeArgs { args, bytes })
+    }
+
+    pub fn logical_bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 /// `times` and `args` in time order (stable: rows of one instant keep their admission order,
@@ -393,50 +412,52 @@ impl WindowState {
                 Err(error) => return Err((error, acks)),
             }
         };
-        let args = args.into_iter().map(RunArg::kept).collect();
-        self.retain(times, args, acks);
+        let args: SmallVec<[RunArg; 2]> = args.into_iter().map(RunArg::kept).collect();
+        // Counted as a step counts the rows it keeps.
+        let bytes = args.iter().map(RunArg::logical_bytes).sum();
+        self.retain(times, args, bytes, acks);
         Ok(())
     }
 
-    /// [`WindowState::admit`] of rows `offset..offset + len` of a grouped frame's `times` and
-    /// `args` (each as long as the frame): the rows of one branch. A run in time order keeps
-    /// slices of the frame's buffers without building an array per branch.
+    /// [`WindowState::admit`] of rows `offset..offset + len` of a grouped frame, whose times
+    /// are `times` (as long as the frame) and whose arguments `args` took those rows: the rows
+    /// of one branch. A run in time order keeps slices of the frame's buffers without building
+    /// an array per branch.
     pub fn admit_range(
         &mut self,
         times: &Int64Array,
-        args: &[ArrayRef],
+        args: RangeArgs,
         (offset, len): (usize, usize),
         acks: AckRuns,
     ) -> Result<(), (arrow_schema::ArrowError, AckRuns)> {
         if len == 0 {
             return Ok(());
         }
-        let in_range = offset + len <= times.len() && args.iter().all(|a| offset + len <= a.len());
-        if !in_range {
+        if offset + len > times.len() {
             let error = arrow_schema::ArrowError::InvalidArgumentError(format!(
-                "rows {offset}..{} past the frame's arrays",
+                "rows {offset}..{} past the frame's times",
                 offset + len
             ));
             return Err((error, acks));
         }
         let run_times = times.slice(offset, len);
         if !run_times.values().is_sorted() {
-            let run_args = args.iter().map(|a| a.slice(offset, len)).collect();
+            let run_args = args.args.iter().map(RunArg::to_array).collect();
             return self.admit(run_times, run_args, len, acks);
         }
-        let kept = args
-            .iter()
-            .map(|a| RunArg::kept_range(a, offset, len))
-            .collect();
-        self.retain(run_times, kept, acks);
+        self.retain(run_times, args.args, args.bytes, acks);
         Ok(())
     }
 
-    /// Keeps one run of rows in time order (at least one row).
-    fn retain(&mut self, times: Int64Array, args: SmallVec<[RunArg; 2]>, acks: AckRuns) {
+    /// Keeps one run of rows in time order (at least one row) whose arguments hold `bytes`.
+    fn retain(
+        &mut self,
+        times: Int64Array,
+        args: SmallVec<[RunArg; 2]>,
+        bytes: u64,
+        acks: AckRuns,
+    ) {
         let rows = times.len();
-        // Counted as a step counts the rows it keeps.
-        let bytes = args.iter().map(RunArg::logical_bytes).sum();
         self.bytes += bytes;
         self.dirty = true;
         let (first, last) = (times.value(0), times.value(rows - 1));

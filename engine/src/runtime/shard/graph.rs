@@ -416,6 +416,17 @@ impl Graph {
         }
     }
 
+    /// Route `route`'s buffers of `node`, with the graph's count of opened buffers beside
+    /// them (an append takes both).
+    fn route_buffers_mut(&mut self, node: NodeRef, route: usize) -> (&mut RouteBuffers, &mut u64) {
+        let node_state = match node {
+            NodeRef::Ingestor(i) => &mut self.ingestors[i],
+            NodeRef::Processor(i) => &mut self.processors[i],
+            NodeRef::Emitter(i) => &mut self.emitters[i],
+        };
+        (&mut node_state.routes[route], &mut self.buffers_opened)
+    }
+
     fn node(&self, node: NodeRef) -> &Node {
         match node {
             NodeRef::Ingestor(i) => &self.ingestors[i],

@@ -24,7 +24,7 @@ use nervix_shards::slab_map::Entry;
 
 use super::work::{keep_units, Kept, WorkState};
 use super::{Graph, Instant, NodeRef};
-use crate::runtime::exec::window::{range_bytes, WindowState};
+use crate::runtime::exec::window::{RangeArgs, WindowState};
 use crate::runtime::frame::{Frame, RunCursor};
 use crate::runtime::plan::{NodeWork, ProcessorPlan, RelayId, WindowPlan};
 use crate::runtime::shard::mesh::Ctx;
@@ -39,7 +39,6 @@ impl Graph {
         matches!(processor.work, NodeWork::Window(_))
             && !self.releasing
             && self.processors[index].collect.is_none()
-            && processor.collect.is_none()
             && processor.state.is_empty()
             && processor.filter.is_none()
             && processor.branch_scope.is_none()
@@ -152,7 +151,17 @@ impl Graph {
                 Entry::Vacant(entry) => (&mut opened, Some(entry)),
             };
             let indexed_due = state.due_ns(window);
-            let bytes = range_bytes(args, start, rows);
+            let Some(range_args) = RangeArgs::new(args, start, rows) else {
+                logs.push(format!(
+                    "rows could not enter the window: rows {start}..{} past the arguments",
+                    start + rows
+                ));
+                for run in &acks {
+                    cx.nack(run.root);
+                }
+                continue;
+            };
+            let bytes = range_args.logical_bytes();
             if state.would_exceed(window, bytes) {
                 // Refused before it changes the window (spec): logged, not acknowledged.
                 logs.push(format!(
@@ -165,7 +174,9 @@ impl Graph {
                 }
                 continue;
             }
-            if let Err((error, refused)) = state.admit_range(&times, args, (start, rows), acks) {
+            if let Err((error, refused)) =
+                state.admit_range(&times, range_args, (start, rows), acks)
+            {
                 logs.push(format!("rows could not enter the window: {error}"));
                 for run in refused {
                     cx.nack(run.root);

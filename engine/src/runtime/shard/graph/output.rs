@@ -96,13 +96,8 @@ impl Graph {
             };
             grouped_offset += group.input_rows.len();
             let batch = output.group_batch(&group);
-            let openings = &mut self.buffers_opened;
-            let node_state = match node {
-                NodeRef::Ingestor(i) => &mut self.ingestors[i],
-                NodeRef::Processor(i) => &mut self.processors[i],
-                NodeRef::Emitter(i) => &mut self.emitters[i],
-            };
-            let deadline = node_state.routes[route_index].append(
+            let (buffers, openings) = self.route_buffers_mut(node, route_index);
+            let deadline = buffers.append(
                 group.key,
                 batch,
                 runs,
@@ -120,13 +115,8 @@ impl Graph {
                 .batch
                 .take()
                 .expect("an output with groups has a batch");
-            let openings = &mut self.buffers_opened;
-            let node_state = match node {
-                NodeRef::Ingestor(i) => &mut self.ingestors[i],
-                NodeRef::Processor(i) => &mut self.processors[i],
-                NodeRef::Emitter(i) => &mut self.emitters[i],
-            };
-            let deadline = node_state.routes[route_index].append_grouped(
+            let (buffers, openings) = self.route_buffers_mut(node, route_index);
+            let deadline = buffers.append_grouped(
                 batch,
                 branch_rows,
                 grouped_runs,
