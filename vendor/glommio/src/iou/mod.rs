@@ -92,6 +92,12 @@ bitflags::bitflags! {
         const CQSIZE    = 1 << 3;
         const CLAMP     = 1 << 4;
         const ATTACH_WQ = 1 << 5;
+        /// (Nervix patch) Completions queued as task work do not interrupt a running
+        /// task with an inter-processor interrupt; they run at its next kernel entry.
+        const COOP_TASKRUN = 1 << 8;
+        /// (Nervix patch) With `COOP_TASKRUN`: the kernel sets `IORING_SQ_TASKRUN` in the
+        /// submission queue's flags while such task work waits.
+        const TASKRUN_FLAG = 1 << 9;
     }
 }
 

@@ -25,7 +25,10 @@ use std::{
     pin::Pin,
     ptr,
     rc::Rc,
-    sync::Arc,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc,
+    },
     time::{Duration, Instant},
 };
 
@@ -693,7 +696,12 @@ pub(crate) trait UringCommon {
         self.consume_sqe_queue(&mut queue.submissions, true)
     }
 
+    /// Nervix patch: post the completions the kernel holds back as task work (rings set
+    /// up with `COOP_TASKRUN`); a no-op for other rings.
+    fn run_deferred_task_work(&mut self) {}
+
     fn consume_completion_queue(&mut self, woke: &mut usize) -> usize {
+        self.run_deferred_task_work();
         let mut completed = 0;
         loop {
             match self.consume_one_event() {
@@ -893,6 +901,8 @@ struct SleepableRing {
     task_queue_stats: AHashMap<TaskQueueHandle, RingIoStats>,
     source_map: Rc<RefCell<SourceMap>>,
     in_kernel: usize,
+    /// Nervix patch: set up with `COOP_TASKRUN | TASKRUN_FLAG`.
+    cooperative: bool,
 }
 
 impl SleepableRing {
@@ -902,9 +912,51 @@ impl SleepableRing {
         allocator: Rc<UringBufferAllocator>,
         source_map: Rc<RefCell<SourceMap>>,
     ) -> io::Result<Self> {
+        Self::with_ring(
+            iou::IoUring::new(size as _)?,
+            false,
+            size,
+            name,
+            allocator,
+            source_map,
+        )
+    }
+
+    /// Nervix patch: a ring whose completions from other CPUs (a socket's data, a peer's
+    /// eventfd write) do not interrupt this thread while it runs: the kernel queues them
+    /// as task work without an inter-processor interrupt, flags the ring, and
+    /// `run_deferred_task_work` posts them at the next poll. A sleeping thread is still
+    /// woken. Kernels before 5.19 refuse the flags; the ring is then set up as stock.
+    fn new_cooperative(
+        size: usize,
+        name: &'static str,
+        allocator: Rc<UringBufferAllocator>,
+        source_map: Rc<RefCell<SourceMap>>,
+    ) -> io::Result<Self> {
+        match iou::IoUring::new_with_flags(
+            size as _,
+            iou::SetupFlags::COOP_TASKRUN | iou::SetupFlags::TASKRUN_FLAG,
+            iou::SetupFeatures::empty(),
+        ) {
+            Ok(ring) => Self::with_ring(ring, true, size, name, allocator, source_map),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+                Self::new(size, name, allocator, source_map)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    fn with_ring(
+        ring: iou::IoUring,
+        cooperative: bool,
+        size: usize,
+        name: &'static str,
+        allocator: Rc<UringBufferAllocator>,
+        source_map: Rc<RefCell<SourceMap>>,
+    ) -> io::Result<Self> {
         assert!(*IO_URING_RECENT_ENOUGH);
         Ok(SleepableRing {
-            ring: iou::IoUring::new(size as _)?,
+            ring,
             size,
             submission_queue: UringQueueState::with_capacity(size * 4),
             name,
@@ -913,6 +965,7 @@ impl SleepableRing {
             task_queue_stats: AHashMap::new(),
             source_map,
             in_kernel: 0,
+            cooperative,
         })
     }
 
@@ -1110,6 +1163,30 @@ impl SleepableRing {
 impl UringCommon for SleepableRing {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn run_deferred_task_work(&mut self) {
+        if !self.cooperative {
+            return;
+        }
+        let raw = self.ring.raw();
+        // SAFETY: `kflags` points into the submission ring the kernel mapped for this
+        // ring, which lives as long as `self.ring`; the kernel updates it atomically.
+        let flags = unsafe { (*(raw.sq.kflags as *const AtomicU32)).load(Ordering::Acquire) };
+        if flags & uring_sys::IORING_SQ_TASKRUN != 0 {
+            // SAFETY: an enter on our own ring fd that submits nothing and waits for
+            // nothing; it only runs the task work that posts completions. An error
+            // (EINTR, EBUSY) leaves the work for the next poll.
+            unsafe {
+                uring_sys::syscalls::io_uring_enter(
+                    raw.ring_fd,
+                    0,
+                    0,
+                    uring_sys::IORING_ENTER_GETEVENTS,
+                    std::ptr::null(),
+                );
+            }
+        }
     }
 
     fn io_stats_mut(&mut self) -> &mut RingIoStats {
@@ -1319,8 +1396,12 @@ impl Reactor {
         let allocator = Rc::new(UringBufferAllocator::new(io_memory));
         let registry = vec![allocator.as_bytes()];
 
-        let main_ring =
-            SleepableRing::new(ring_depth, "main", allocator.clone(), source_map.clone())?;
+        let main_ring = SleepableRing::new_cooperative(
+            ring_depth,
+            "main",
+            allocator.clone(),
+            source_map.clone(),
+        )?;
         let poll_ring = PollRing::new(ring_depth, allocator.clone(), source_map.clone())?;
         let mut latency_ring =
             SleepableRing::new(ring_depth, "latency", allocator.clone(), source_map.clone())?;
