@@ -154,7 +154,7 @@ fn spin(
     duration: Duration,
     threshold: Duration,
 ) -> anyhow::Result<CpuGaps> {
-    pin_to(cpu)?;
+    crate::affinity::pin_current_thread(&[cpu])?;
     let mut kept = Vec::with_capacity(MAX_GAPS_PER_CPU);
     let (mut count, mut total_ns, mut max_ns) = (0u64, 0u64, 0u64);
     while Instant::now() < start {}
@@ -178,30 +178,6 @@ fn spin(
         previous = now;
     }
     Ok(summarize(cpu, &kept, count, total_ns, max_ns))
-}
-
-// sched_setaffinity is libc FFI; the block states what it relies on.
-#[allow(unsafe_code)]
-fn pin_to(cpu: usize) -> anyhow::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        bail!("CPU {cpu} is beyond what sched_setaffinity can address");
-    }
-    // SAFETY: `set` is a plain bit set owned by this frame; CPU_ZERO/CPU_SET only write inside
-    // it (`cpu` is below CPU_SETSIZE, checked above), and sched_setaffinity reads
-    // `size_of::<cpu_set_t>()` bytes of it for the calling thread (pid 0).
-    let result = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if result != 0 {
-        bail!(
-            "cannot pin a probe thread to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! `nexmark-q0|q1|q2`; and `host-gaps` ([`host_gaps`]), a probe of how long the machine
 //! takes a CPU away from a thread that never sleeps.
 
+pub mod affinity;
 pub mod compare;
 pub mod cpu;
 pub mod gen;

@@ -102,7 +102,8 @@ struct RunArguments {
     /// Batches without an outcome at most (the producer's credit).
     #[arg(long, default_value_t = 16)]
     window: u32,
-    /// Pin the shards to CPUs.
+    /// Pin the shards to CPUs, and the client (producer, consumer and the node's control
+    /// plane) to the CPUs no shard uses, if any.
     #[arg(long)]
     pin: bool,
     /// Microseconds a pinned shard polls before it parks (the node's `--shard-spin-us`;
@@ -315,6 +316,18 @@ fn main() -> ExitCode {
 }
 
 fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<ExitCode> {
+    // Pinned, the shards get explicit CPUs (so the client's pinning cannot move them) and the
+    // client thread, with every thread it starts, the others.
+    let split = args.pin.then(|| nervix_bench::affinity::split(args.shards));
+    let client_cpus = split
+        .as_ref()
+        .map(|split| split.client_cpus.clone())
+        .unwrap_or_default();
+    let mut placement = serde_json::Map::new();
+    if let Some(split) = &split {
+        placement.insert("shard_cpus".into(), split.shard_cpus.clone().into());
+        placement.insert("client_cpus".into(), split.client_cpus.clone().into());
+    }
     let settings = RunSettings {
         seconds: args.seconds,
         shards: args.shards,
@@ -322,9 +335,13 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
         batch_rows: args.batch_rows,
         window: args.window,
         pin: args.pin,
+        shard_cpus: split.map(|split| split.shard_cpus),
         shard_spin_us: args.shard_spin_us,
         client_threads: args.client_threads.max(1),
     };
+    if !client_cpus.is_empty() {
+        nervix_bench::affinity::pin_current_thread(&client_cpus)?;
+    }
     let runtime = if settings.client_threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -340,7 +357,7 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
         let (result, steal_ms) =
             with_steal(|| runtime.block_on(scenario::run(transport, &settings)))?;
         drop(runtime);
-        return report(&result, &steal_ms, args.json);
+        return report_with(&result, &[], placement, &steal_ms, args.json);
     }
     let (full, full_steal_ms) =
         with_steal(|| runtime.block_on(scenario::run(transport, &settings)))?;
@@ -355,7 +372,7 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
     };
     let (result, steal_ms) = with_steal(|| runtime.block_on(scenario::run(transport, &paced)))?;
     drop(runtime);
-    let mut extra = serde_json::Map::new();
+    let mut extra = placement;
     extra.insert("full_rows_per_sec".into(), full.rows_per_sec.floor().into());
     extra.insert("full_p99_us".into(), full.p99_us.into());
     extra.insert("full_host_steal_ms".into(), full_steal_ms.into());

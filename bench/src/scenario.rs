@@ -68,6 +68,8 @@ pub struct RunSettings {
     /// Outstanding batches at full speed (also the producer's credit in batches).
     pub window: u32,
     pub pin: bool,
+    /// The shards' CPUs when pinned (`None` = the node's default placement).
+    pub shard_cpus: Option<Vec<usize>>,
     /// How long a pinned shard spins before it parks, in µs (0 = off).
     pub shard_spin_us: u64,
     pub client_threads: usize,
@@ -319,6 +321,7 @@ async fn run_in(
     let mut node = EmbeddedNode::start(EmbeddedConfig {
         pin: settings.pin,
         shard_tuning: nervix::runtime::ShardTuning {
+            cpus: settings.shard_cpus.clone(),
             spin_before_park_us: settings.shard_spin_us,
             ..Default::default()
         },

@@ -106,6 +106,44 @@ fn every_scenario_runs_for_a_second_and_delivers_exactly_the_matching_rows() {
 }
 
 #[test]
+fn a_pinned_run_keeps_its_client_off_the_shards_cpus_and_delivers_every_matching_row() {
+    let out = bench()
+        .args([
+            "producer-filter-map",
+            "--seconds",
+            "1",
+            "--batch-rows",
+            "1024",
+            "--pin",
+            "--json",
+        ])
+        .output()
+        .expect("nervix-bench runs");
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("some output");
+    let result: Value = serde_json::from_str(last).expect("the last line is JSON");
+    assert_eq!(result["rows_out"], result["matching"], "{result}");
+    let cpus = |field: &str| -> Vec<u64> {
+        result[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("no `{field}` in {result}"))
+            .iter()
+            .map(|cpu| cpu.as_u64().expect("a CPU number"))
+            .collect()
+    };
+    let (shard_cpus, client_cpus) = (cpus("shard_cpus"), cpus("client_cpus"));
+    assert_eq!(shard_cpus.len(), 1, "{result}");
+    assert!(
+        client_cpus.iter().all(|cpu| !shard_cpus.contains(cpu)),
+        "{result}"
+    );
+    // One shard takes one CPU; the client gets every other one.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(shard_cpus.len() + client_cpus.len(), cores, "{result}");
+}
+
+#[test]
 fn half_load_paces_the_second_run_to_half_the_first_runs_rate() {
     let out = bench()
         .args([

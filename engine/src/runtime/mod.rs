@@ -44,7 +44,9 @@ use nervix_shards::runtime::{RuntimeConfig, ShardSet};
 use crate::catalog::{Catalog, RunState};
 pub use driver::{Command, ShardStats};
 /// `--shard-spin-us` default (see `nervix_shards::runtime::RuntimeConfig::spin_before_park_us`).
-pub use nervix_shards::runtime::{applied_spin_before_park_us, DEFAULT_SPIN_BEFORE_PARK_US};
+pub use nervix_shards::runtime::{
+    applied_spin_before_park_us, CpuPlacement, DEFAULT_SPIN_BEFORE_PARK_US,
+};
 
 /// `--shards` default: cores − 1, at least 1 (DESIGN §3).
 pub fn default_shards() -> NonZeroUsize {
