@@ -43,7 +43,8 @@ use nervix_shards::runtime::{RuntimeConfig, ShardSet};
 
 use crate::catalog::{Catalog, RunState};
 pub use driver::{Command, ShardStats};
-/// `--shard-spin-us` default (see `nervix_shards::runtime::RuntimeConfig::spin_before_park_us`).
+/// `--shard-spin-us` default (see `nervix_shards::runtime::RuntimeConfig::spin_before_park_us`),
+/// and where shards are pinned ([`CpuPlacement`]; the bench keeps its client off their CPUs).
 pub use nervix_shards::runtime::{
     applied_spin_before_park_us, CpuPlacement, DEFAULT_SPIN_BEFORE_PARK_US,
 };
