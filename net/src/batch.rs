@@ -570,7 +570,7 @@ fn compare_schema(got: &Schema, expected: &Schema) -> Result<(), String> {
     }
     let (g, e) = (got.fields(), expected.fields());
     for (i, (gf, ef)) in g.iter().zip(e.iter()).enumerate() {
-        compare_field(&format!("field {i}"), gf, ef)?;
+        compare_field(&FieldPath::Top(i), gf, ef)?;
     }
     if g.len() > e.len() {
         return Err(format!(
@@ -593,47 +593,61 @@ fn compare_schema(got: &Schema, expected: &Schema) -> Result<(), String> {
     Ok(())
 }
 
-fn compare_field(path: &str, got: &Field, expected: &Field) -> Result<(), String> {
-    if got.name() != expected.name() {
+/// Where a compared field sits, for messages: `field 2`, `field 2 `tags` child`. A value, not
+/// a string, so that a batch whose schema matches formats nothing.
+#[derive(Clone, Copy)]
+enum FieldPath<'a> {
+    Top(usize),
+    ChildOf(&'a FieldPath<'a>, &'a str),
+}
+
+impl std::fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Top(index) => write!(f, "field {index}"),
+            FieldPath::ChildOf(parent, name) => write!(f, "{parent} `{name}` child"),
+        }
+    }
+}
+
+fn compare_field(path: &FieldPath<'_>, got: &Field, expected: &Field) -> Result<(), String> {
+    let name = got.name();
+    if name != expected.name() {
         return Err(format!(
-            "{path} is named `{}` where `{}` is expected",
-            got.name(),
+            "{path} is named `{name}` where `{}` is expected",
             expected.name()
         ));
     }
-    let path = format!("{path} `{}`", got.name());
     if !got.metadata().is_empty() {
         return Err(format!(
-            "{path} carries metadata (keys {:?}); none is allowed",
+            "{path} `{name}` carries metadata (keys {:?}); none is allowed",
             sorted_keys(got.metadata())
         ));
     }
     if got.is_nullable() != expected.is_nullable() {
         let word = |n: bool| if n { "nullable" } else { "non-nullable" };
         return Err(format!(
-            "{path} is {} where {} is expected",
+            "{path} `{name}` is {} where {} is expected",
             word(got.is_nullable()),
             word(expected.is_nullable())
         ));
     }
-    let children = match (got.data_type(), expected.data_type()) {
+    let child_path = FieldPath::ChildOf(path, name);
+    match (got.data_type(), expected.data_type()) {
         (DataType::List(g), DataType::List(e))
-        | (DataType::LargeList(g), DataType::LargeList(e)) => {
-            vec![(g, e)]
-        }
+        | (DataType::LargeList(g), DataType::LargeList(e)) => compare_field(&child_path, g, e),
         (DataType::FixedSizeList(g, gn), DataType::FixedSizeList(e, en)) if gn == en => {
-            vec![(g, e)]
+            compare_field(&child_path, g, e)
         }
-        (DataType::Struct(g), DataType::Struct(e)) if g.len() == e.len() => {
-            g.iter().zip(e.iter()).collect()
-        }
-        (g, e) if g == e => Vec::new(),
-        (g, e) => return Err(format!("{path} has type {g} where {e} is expected")),
-    };
-    for (g, e) in children {
-        compare_field(&format!("{path} child"), g, e)?;
+        (DataType::Struct(g), DataType::Struct(e)) if g.len() == e.len() => g
+            .iter()
+            .zip(e.iter())
+            .try_for_each(|(g, e)| compare_field(&child_path, g, e)),
+        (g, e) if g == e => Ok(()),
+        (g, e) => Err(format!(
+            "{path} `{name}` has type {g} where {e} is expected"
+        )),
     }
-    Ok(())
 }
 
 fn sorted_keys(metadata: &Metadata) -> Vec<&str> {
@@ -648,7 +662,9 @@ mod tests {
 
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 
-    use super::{encode_batch, encoded_size_hint};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::{compare_schema, encode_batch, encoded_size_hint};
 
     fn batch(rows: usize) -> RecordBatch {
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
@@ -685,6 +701,39 @@ mod tests {
         assert!(
             hint >= encoded && hint <= encoded + 4_096,
             "hint {hint}, {encoded} encoded"
+        );
+    }
+
+    /// A mismatch names where it is, down through nested fields; a match formats nothing.
+    #[test]
+    fn a_schema_mismatch_names_the_nested_field_it_is_in() {
+        let schema = |item: DataType| {
+            Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new(
+                    "tags",
+                    DataType::List(Arc::new(Field::new("item", item, true))),
+                    false,
+                ),
+            ])
+        };
+        let expected = schema(DataType::Utf8);
+        assert_eq!(compare_schema(&schema(DataType::Utf8), &expected), Ok(()));
+        assert_eq!(
+            compare_schema(&schema(DataType::Int64), &expected),
+            Err("field 1 `tags` child `item` has type Int64 where Utf8 is expected".to_string())
+        );
+        let renamed = Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new(
+                "tags",
+                DataType::List(Arc::new(Field::new("element", DataType::Utf8, true))),
+                false,
+            ),
+        ]);
+        assert_eq!(
+            compare_schema(&renamed, &expected),
+            Err("field 1 `tags` child is named `element` where `item` is expected".to_string())
         );
     }
 }
