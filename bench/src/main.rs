@@ -318,15 +318,16 @@ fn main() -> ExitCode {
 fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<ExitCode> {
     // Pinned, the shards get explicit CPUs (so the client's pinning cannot move them) and the
     // client thread, with every thread it starts, the others.
-    let split = args.pin.then(|| nervix_bench::affinity::split(args.shards));
-    let client_cpus = split
-        .as_ref()
-        .map(|split| split.client_cpus.clone())
-        .unwrap_or_default();
     let mut placement = serde_json::Map::new();
-    if let Some(split) = &split {
+    let mut shard_cpus = None;
+    if args.pin {
+        let split = nervix_bench::affinity::split(args.shards);
+        if !split.client_cpus.is_empty() {
+            nervix_bench::affinity::pin_current_thread(&split.client_cpus)?;
+        }
         placement.insert("shard_cpus".into(), split.shard_cpus.clone().into());
-        placement.insert("client_cpus".into(), split.client_cpus.clone().into());
+        placement.insert("client_cpus".into(), split.client_cpus.into());
+        shard_cpus = Some(split.shard_cpus);
     }
     let settings = RunSettings {
         seconds: args.seconds,
@@ -335,13 +336,10 @@ fn run_scenario(transport: Transport, args: &RunArguments) -> anyhow::Result<Exi
         batch_rows: args.batch_rows,
         window: args.window,
         pin: args.pin,
-        shard_cpus: split.map(|split| split.shard_cpus),
+        shard_cpus,
         shard_spin_us: args.shard_spin_us,
         client_threads: args.client_threads.max(1),
     };
-    if !client_cpus.is_empty() {
-        nervix_bench::affinity::pin_current_thread(&client_cpus)?;
-    }
     let runtime = if settings.client_threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
